@@ -1,0 +1,1 @@
+"""Sub-commands of ``llama-bindgen``; each module registers one verb."""

@@ -1,0 +1,1 @@
+"""Obtaining verified llama.cpp trees: providers, content digests, safe extraction, the cache."""
