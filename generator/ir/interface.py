@@ -1,0 +1,144 @@
+"""The whole parsed API of one llama.cpp tree: the IR's root, with a stable JSON form."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from generator.ir.constant import Constant
+from generator.ir.enum_decl import Enum
+from generator.ir.function import Function
+from generator.ir.record import Record
+from generator.ir.typedef import Typedef
+
+IR_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class SkippedMacro:
+    """An object-like ``#define`` that is not an integer constant expression."""
+
+    name: str
+    header: str
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "header": self.header, "reason": self.reason}
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> SkippedMacro:
+        return SkippedMacro(data["name"], data["header"], data["reason"])
+
+
+@dataclass(frozen=True)
+class Source:
+    """Which llama.cpp tree the IR came from."""
+
+    tag: str
+    commit: str
+    digest: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"tag": self.tag, "commit": self.commit, "digest": self.digest}
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> Source:
+        return Source(data["tag"], data["commit"], data["digest"])
+
+
+@dataclass(frozen=True)
+class Interface:
+    """Every declaration the public headers make. Lists are sorted by name; ``targets`` is
+    sorted, and ``host_target`` is the triple whose parse supplied the declarations."""
+
+    source: Source
+    host_target: str
+    targets: tuple[str, ...]
+    headers: tuple[str, ...]
+    functions: tuple[Function, ...] = ()
+    records: tuple[Record, ...] = ()
+    enums: tuple[Enum, ...] = ()
+    typedefs: tuple[Typedef, ...] = ()
+    constants: tuple[Constant, ...] = ()
+    skipped_macros: tuple[SkippedMacro, ...] = ()
+    _index: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        for kind, items in (
+            ("function", self.functions),
+            ("record", self.records),
+            ("enum", self.enums),
+            ("typedef", self.typedefs),
+            ("constant", self.constants),
+        ):
+            for item in items:
+                self._index[f"{kind}:{item.name}"] = item
+
+    def function(self, name: str) -> Function | None:
+        found: Function | None = self._index.get(f"function:{name}")
+        return found
+
+    def record(self, name: str) -> Record | None:
+        found: Record | None = self._index.get(f"record:{name}")
+        return found
+
+    def enum(self, name: str) -> Enum | None:
+        found: Enum | None = self._index.get(f"enum:{name}")
+        return found
+
+    def typedef(self, name: str) -> Typedef | None:
+        found: Typedef | None = self._index.get(f"typedef:{name}")
+        return found
+
+    def constant(self, name: str) -> Constant | None:
+        found: Constant | None = self._index.get(f"constant:{name}")
+        return found
+
+    # -- JSON ----------------------------------------------------------------------------
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": IR_FORMAT,
+            "source": self.source.to_json(),
+            "host_target": self.host_target,
+            "targets": list(self.targets),
+            "headers": list(self.headers),
+            "functions": [f.to_json() for f in self.functions],
+            "records": [r.to_json() for r in self.records],
+            "enums": [e.to_json() for e in self.enums],
+            "typedefs": [t.to_json() for t in self.typedefs],
+            "constants": [c.to_json() for c in self.constants],
+            "skipped_macros": [m.to_json() for m in self.skipped_macros],
+        }
+
+    def dumps(self) -> str:
+        """The canonical JSON text: sorted keys, two-space indent, trailing newline."""
+        return json.dumps(self.to_json(), indent=2, sort_keys=True) + "\n"
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> Interface:
+        if data.get("format") != IR_FORMAT:
+            raise ValueError(f"unsupported IR format {data.get('format')!r}")
+        return Interface(
+            source=Source.from_json(data["source"]),
+            host_target=data["host_target"],
+            targets=tuple(data["targets"]),
+            headers=tuple(data["headers"]),
+            functions=tuple(Function.from_json(f) for f in data["functions"]),
+            records=tuple(Record.from_json(r) for r in data["records"]),
+            enums=tuple(Enum.from_json(e) for e in data["enums"]),
+            typedefs=tuple(Typedef.from_json(t) for t in data["typedefs"]),
+            constants=tuple(Constant.from_json(c) for c in data["constants"]),
+            skipped_macros=tuple(SkippedMacro.from_json(m) for m in data["skipped_macros"]),
+        )
+
+    @staticmethod
+    def loads(text: str) -> Interface:
+        loaded: dict[str, Any] = json.loads(text)
+        return Interface.from_json(loaded)
+
+    @staticmethod
+    def load(path: Path) -> Interface:
+        return Interface.loads(path.read_text(encoding="utf-8"))

@@ -1,0 +1,123 @@
+"""The one module that imports ``clang.cindex``: a thin, typed layer over the libclang wheel.
+
+Everything else in ``generator.parse`` talks to libclang through the names re-exported here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from clang.cindex import (  # re-exported for generator.parse
+    AvailabilityKind,
+    Cursor,
+    CursorKind,
+    Diagnostic,
+    Index,
+    StorageClass,
+    TranslationUnit,
+    Type,
+    TypeKind,
+    conf,
+)
+
+__all__ = [
+    "AvailabilityKind",
+    "ClangDiagnostic",
+    "Cursor",
+    "CursorKind",
+    "StorageClass",
+    "TranslationUnit",
+    "Type",
+    "TypeKind",
+    "diagnostics",
+    "is_anonymous_record",
+    "is_macro_function_like",
+    "location_file",
+    "parse",
+    "walk",
+]
+
+_INDEX: Index | None = None
+
+
+def _index() -> Index:
+    global _INDEX
+    if _INDEX is None:
+        _INDEX = Index.create()
+    return _INDEX
+
+
+@dataclass(frozen=True)
+class ClangDiagnostic:
+    severity: int  # 2 warning, 3 error, 4 fatal (clang's numbering)
+    file: str
+    line: int
+    column: int
+    message: str
+
+    @property
+    def is_error(self) -> bool:
+        return self.severity >= Diagnostic.Error
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.column}: {self.message}"
+
+
+def parse(
+    entry_name: str, entry_text: str, args: Sequence[str], detailed: bool = True
+) -> TranslationUnit:
+    """Parse an in-memory C file ``entry_name`` with ``args``; never raises on C errors (read
+    ``diagnostics``)."""
+    options = TranslationUnit.PARSE_SKIP_FUNCTION_BODIES
+    if detailed:
+        options |= TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD
+    return _index().parse(
+        entry_name,
+        args=list(args),
+        unsaved_files=[(entry_name, entry_text)],
+        options=options,
+    )
+
+
+def diagnostics(tu: TranslationUnit) -> list[ClangDiagnostic]:
+    found = []
+    for diag in tu.diagnostics:
+        loc = diag.location
+        found.append(
+            ClangDiagnostic(
+                severity=int(diag.severity),
+                file=loc.file.name if loc.file is not None else "<unknown>",
+                line=int(loc.line),
+                column=int(loc.column),
+                message=str(diag.spelling),
+            )
+        )
+    return found
+
+
+def location_file(cursor: Cursor) -> Path | None:
+    """The file a cursor is declared in, or ``None`` for built-ins."""
+    loc = cursor.location
+    if loc.file is None:
+        return None
+    return Path(loc.file.name)
+
+
+def walk(cursor: Cursor) -> Iterator[Cursor]:
+    """Direct children of ``cursor``."""
+    children: Iterator[Cursor] = cursor.get_children()
+    return children
+
+
+def is_macro_function_like(cursor: Cursor) -> bool:
+    result: Any = conf.lib.clang_Cursor_isMacroFunctionLike(cursor)
+    return bool(result)
+
+
+def is_anonymous_record(cursor: Cursor) -> bool:
+    """True for an anonymous struct/union *member* (``union { ... };`` inside a record)."""
+    result: Any = conf.lib.clang_Cursor_isAnonymousRecordDecl(cursor)
+    return bool(result)

@@ -1,0 +1,258 @@
+"""Walk a translation unit and collect declarations (host parse) or layouts (every target)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from generator.ir.constant import Constant
+from generator.ir.ctype import CType, CTypeKind
+from generator.ir.enum_decl import Enum, EnumMember
+from generator.ir.function import Function, Param
+from generator.ir.record import Field, FieldLayout, Record, RecordKind, RecordLayout
+from generator.ir.typedef import Typedef
+from generator.parse import comments
+from generator.parse.clang_api import (
+    AvailabilityKind,
+    Cursor,
+    CursorKind,
+    StorageClass,
+    TranslationUnit,
+    TypeKind,
+    is_anonymous_record,
+    is_macro_function_like,
+    location_file,
+    walk,
+)
+from generator.parse.options import ParseOptions
+from generator.parse.types import convert
+
+_RECORD_KINDS = (CursorKind.STRUCT_DECL, CursorKind.UNION_DECL)
+
+
+@dataclass
+class Declarations:
+    """What the host parse found, before layouts of other targets are merged in."""
+
+    functions: dict[str, Function] = field(default_factory=dict)
+    records: dict[str, Record] = field(default_factory=dict)
+    enums: dict[str, Enum] = field(default_factory=dict)
+    typedefs: dict[str, Typedef] = field(default_factory=dict)
+    anonymous_enum_constants: dict[str, Constant] = field(default_factory=dict)
+    headers: set[str] = field(default_factory=set)
+    macros: dict[str, str] = field(default_factory=dict)  # object-like macro -> header
+
+
+def _record_kind(cursor: Cursor) -> RecordKind:
+    return "union" if cursor.kind == CursorKind.UNION_DECL else "struct"
+
+
+def _is_tagless(cursor: Cursor) -> bool:
+    spelled: str = cursor.type.get_canonical().spelling
+    return not spelled.startswith(f"{_record_kind(cursor)} ")
+
+
+def _fields(record: Cursor) -> tuple[Field, ...]:
+    """Members in order; anonymous struct/union members carry their own members."""
+    found: list[Field] = []
+    for child in walk(record):
+        if child.kind in _RECORD_KINDS and is_anonymous_record(child):
+            kind: CTypeKind = _record_kind(child)
+            found.append(Field("", CType(kind), members=_fields(child)))
+        elif child.kind == CursorKind.FIELD_DECL:
+            ctype = convert(child.type)
+            members: tuple[Field, ...] = ()
+            named = child.type.get_named_type() if child.type.kind == TypeKind.ELABORATED else None
+            if ctype.kind in ("struct", "union") and not ctype.name and named is not None:
+                members = _fields(named.get_declaration())
+            width = int(child.get_bitfield_width()) if child.is_bitfield() else None
+            found.append(
+                Field(child.spelling, ctype, width, comments.clean(child.raw_comment), members)
+            )
+    return tuple(found)
+
+
+def _flat_names(fields: tuple[Field, ...]) -> list[tuple[str, int | None]]:
+    """Names reachable directly from the record (through anonymous members), in order."""
+    names: list[tuple[str, int | None]] = []
+    for item in fields:
+        if item.anonymous:
+            names.extend(_flat_names(item.members))
+        else:
+            names.append((item.name, item.bit_width))
+    return names
+
+
+def record_layout(cursor: Cursor, fields: tuple[Field, ...]) -> RecordLayout:
+    ctype = cursor.type
+    layouts = tuple(
+        FieldLayout(name, int(ctype.get_offset(name)), width) for name, width in _flat_names(fields)
+    )
+    return RecordLayout(int(ctype.get_size()), int(ctype.get_align()), layouts)
+
+
+class _Collector:
+    def __init__(self, options: ParseOptions) -> None:
+        self.options = options
+        self.result = Declarations()
+        self._declared_records: dict[str, tuple[RecordKind, str]] = {}
+        self._record_cursors: dict[str, Cursor] = {}
+
+    def header_of(self, cursor: Cursor) -> tuple[Path, str] | None:
+        path = location_file(cursor)
+        if path is None or self.options.library_of(path) is None:
+            return None
+        return path, path.name
+
+    def visit(self, cursor: Cursor) -> None:
+        for child in walk(cursor):
+            where = self.header_of(child)
+            if where is None:
+                continue
+            path, header = where
+            self.result.headers.add(header)
+            kind = child.kind
+            if kind == CursorKind.FUNCTION_DECL:
+                self.function(child, path, header)
+            elif kind in _RECORD_KINDS:
+                self.record(child, header)
+            elif kind == CursorKind.ENUM_DECL:
+                self.enum(child, header)
+            elif kind == CursorKind.TYPEDEF_DECL:
+                self.typedef(child, header)
+            elif kind == CursorKind.MACRO_DEFINITION:
+                self.macro(child, header)
+
+    def macro(self, cursor: Cursor, header: str) -> None:
+        """Remember object-like macros with a body; include guards and switches are empty."""
+        if is_macro_function_like(cursor) or len(list(cursor.get_tokens())) < 2:
+            return
+        if cursor.spelling not in self.result.macros:
+            self.result.macros[cursor.spelling] = header
+
+    def function(self, cursor: Cursor, path: Path, header: str) -> None:
+        name = cursor.spelling
+        if name in self.result.functions:
+            return
+        library = self.options.library_of(path)
+        assert library is not None
+        params = tuple(Param(a.spelling, convert(a.type)) for a in cursor.get_arguments())
+        variadic = cursor.type.kind == TypeKind.FUNCTIONPROTO and bool(
+            cursor.type.is_function_variadic()
+        )
+        deprecated = "" if cursor.availability == AvailabilityKind.DEPRECATED else None
+        self.result.functions[name] = Function(
+            name=name,
+            result=convert(cursor.result_type),
+            params=params,
+            variadic=variadic,
+            header=header,
+            library=library,
+            doc=comments.clean(cursor.raw_comment),
+            deprecated=deprecated,
+            static=cursor.storage_class == StorageClass.STATIC,
+        )
+
+    def record(self, cursor: Cursor, header: str) -> None:
+        # nested definitions (struct inside struct) are file-scope in C
+        for child in walk(cursor):
+            if child.kind in _RECORD_KINDS and not child.is_anonymous():
+                self.record(child, header)
+        if cursor.is_anonymous():
+            return
+        name = cursor.spelling
+        if not cursor.is_definition():
+            self._declared_records.setdefault(name, (_record_kind(cursor), header))
+            return
+        if name in self.result.records:
+            return
+        fields = _fields(cursor)
+        self.result.records[name] = Record(
+            kind=_record_kind(cursor),
+            name=name,
+            header=header,
+            fields=fields,
+            tagless=_is_tagless(cursor),
+            doc=comments.clean(cursor.raw_comment),
+        )
+
+    def enum(self, cursor: Cursor, header: str) -> None:
+        members = tuple(
+            EnumMember(c.spelling, int(c.enum_value), comments.clean(c.raw_comment))
+            for c in walk(cursor)
+            if c.kind == CursorKind.ENUM_CONSTANT_DECL
+        )
+        if cursor.is_anonymous():
+            for member in members:
+                self.result.anonymous_enum_constants[member.name] = Constant(
+                    member.name, member.value, header
+                )
+            return
+        if not cursor.is_definition() or cursor.spelling in self.result.enums:
+            return
+        spelled: str = cursor.type.get_canonical().spelling
+        self.result.enums[cursor.spelling] = Enum(
+            name=cursor.spelling,
+            header=header,
+            members=members,
+            tagless=not spelled.startswith("enum "),
+            doc=comments.clean(cursor.raw_comment),
+        )
+
+    def typedef(self, cursor: Cursor, header: str) -> None:
+        name = cursor.spelling
+        underlying = cursor.underlying_typedef_type
+        for child in walk(cursor):
+            if child.kind in _RECORD_KINDS:
+                self.record(child, header)
+            elif child.kind == CursorKind.ENUM_DECL:
+                self.enum(child, header)
+        ctype = convert(underlying)
+        if ctype.kind == "typedef" and ctype.name == name:
+            return  # typedef struct { ... } name; -> the record itself is named ``name``
+        if ctype.kind == "enum" and not ctype.name:
+            return
+        if name not in self.result.typedefs:
+            self.result.typedefs[name] = Typedef(
+                name, ctype, header, comments.clean(cursor.raw_comment)
+            )
+
+    def finish(self) -> Declarations:
+        for name, (kind, header) in self._declared_records.items():
+            if name not in self.result.records:
+                self.result.records[name] = Record(kind, name, header, opaque=True)
+        return self.result
+
+
+def collect(tu: TranslationUnit, options: ParseOptions) -> Declarations:
+    collector = _Collector(options)
+    collector.visit(tu.cursor)
+    return collector.finish()
+
+
+@dataclass
+class TargetLayouts:
+    records: dict[str, RecordLayout] = field(default_factory=dict)
+    enum_sizes: dict[str, int] = field(default_factory=dict)
+
+
+def collect_layouts(
+    tu: TranslationUnit, records: dict[str, Record], enum_names: set[str]
+) -> TargetLayouts:
+    """Sizes, alignments and offsets of the host's records and enums as this target lays them out."""
+    found = TargetLayouts()
+
+    def visit(cursor: Cursor) -> None:
+        for child in walk(cursor):
+            if child.kind in _RECORD_KINDS or child.kind == CursorKind.TYPEDEF_DECL:
+                visit(child)
+            if child.kind in _RECORD_KINDS and child.is_definition() and not child.is_anonymous():
+                record = records.get(child.spelling)
+                if record is not None and not record.opaque and child.spelling not in found.records:
+                    found.records[child.spelling] = record_layout(child, record.fields)
+            elif child.kind == CursorKind.ENUM_DECL and child.is_definition():
+                if child.spelling in enum_names and child.spelling not in found.enum_sizes:
+                    found.enum_sizes[child.spelling] = int(child.type.get_size())
+
+    visit(tu.cursor)
+    return found

@@ -1,0 +1,81 @@
+"""What the parser reads and how: target triples, include folders, clang arguments."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from generator.ir.function import Library
+
+HOST_TARGET = "x86_64-linux-gnu"
+DEFAULT_TARGETS: tuple[str, ...] = (
+    "x86_64-linux-gnu",
+    "aarch64-linux-gnu",
+    "x86_64-pc-windows-msvc",
+    "aarch64-pc-windows-msvc",
+    "arm64-apple-darwin",
+    "x86_64-apple-darwin",
+    "aarch64-linux-android",
+    "x86_64-linux-android",
+)
+ENTRY_NAME = "llama_bindgen_entry.c"
+
+
+def freestanding_dir() -> Path:
+    """The minimal libc headers (package data) that make parsing work without a sysroot."""
+    return Path(__file__).resolve().parent.parent / "freestanding"
+
+
+@dataclass(frozen=True)
+class ParseOptions:
+    """One tree, optionally the MTP wrapper header, and the triples to compute layouts for."""
+
+    tree: Path
+    wrapper_header: Path | None = None
+    targets: tuple[str, ...] = DEFAULT_TARGETS
+
+    @property
+    def llama_include(self) -> Path:
+        return self.tree / "include"
+
+    @property
+    def ggml_include(self) -> Path:
+        return self.tree / "ggml" / "include"
+
+    def all_targets(self) -> tuple[str, ...]:
+        """Sorted, without duplicates, always including the host triple."""
+        return tuple(sorted({HOST_TARGET, *self.targets}))
+
+    def clang_args(self, target: str) -> list[str]:
+        args = [
+            "-x",
+            "c",
+            "-std=c11",
+            "-nostdinc",
+            "-fparse-all-comments",
+            "-target",
+            target,
+            f"-I{freestanding_dir()}",
+            f"-I{self.llama_include}",
+            f"-I{self.ggml_include}",
+        ]
+        if self.wrapper_header is not None:
+            args.append(f"-I{self.wrapper_header.parent}")
+        return args
+
+    def entry_text(self) -> str:
+        lines = ['#include "llama.h"']
+        if self.wrapper_header is not None:
+            lines.append(f'#include "{self.wrapper_header.name}"')
+        return "\n".join(lines) + "\n"
+
+    def library_of(self, header: Path) -> Library | None:
+        """Which library a declaration in ``header`` belongs to; ``None`` if not ours."""
+        resolved = header.resolve()
+        if self.wrapper_header is not None and resolved == self.wrapper_header.resolve():
+            return "llama_mtp"
+        if resolved.parent == self.llama_include.resolve():
+            return "llama"
+        if resolved.parent == self.ggml_include.resolve():
+            return "ggml"
+        return None

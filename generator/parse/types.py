@@ -1,0 +1,85 @@
+"""clang types -> IR ``CType``."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from generator.ir.ctype import CType
+from generator.parse.clang_api import Type, TypeKind, location_file
+from generator.parse.options import freestanding_dir
+
+_BUILTINS: dict[TypeKind, str] = {
+    TypeKind.VOID: "void",
+    TypeKind.BOOL: "bool",
+    TypeKind.CHAR_S: "char",
+    TypeKind.CHAR_U: "char",
+    TypeKind.SCHAR: "signed char",
+    TypeKind.UCHAR: "unsigned char",
+    TypeKind.SHORT: "short",
+    TypeKind.USHORT: "unsigned short",
+    TypeKind.INT: "int",
+    TypeKind.UINT: "unsigned int",
+    TypeKind.LONG: "long",
+    TypeKind.ULONG: "unsigned long",
+    TypeKind.LONGLONG: "long long",
+    TypeKind.ULONGLONG: "unsigned long long",
+    TypeKind.FLOAT: "float",
+    TypeKind.DOUBLE: "double",
+    TypeKind.LONGDOUBLE: "long double",
+}
+
+
+class UnsupportedType(Exception):
+    """A clang type the IR has no form for."""
+
+
+def _from_freestanding(ctype: Type) -> bool:
+    path = location_file(ctype.get_declaration())
+    return path is not None and path.resolve().parent == freestanding_dir()
+
+
+def convert(ctype: Type) -> CType:
+    """The IR form of a clang type. Records/enums without a name come back with ``name == ""``
+    (the caller attaches their members)."""
+    const = bool(ctype.is_const_qualified())
+    kind = ctype.kind
+    if kind == TypeKind.ELABORATED:
+        inner = convert(ctype.get_named_type())
+        return replace(inner, const=const or inner.const)
+    if kind == TypeKind.TYPEDEF:
+        name = ctype.get_declaration().spelling
+        if _from_freestanding(ctype):
+            return CType.builtin(name, const)
+        return CType("typedef", name, const)
+    if kind in (TypeKind.RECORD, TypeKind.ENUM):
+        decl = ctype.get_declaration()
+        tag: str
+        if kind == TypeKind.ENUM:
+            tag = "enum"
+        else:
+            tag = "union" if decl.kind.name == "UNION_DECL" else "struct"
+        if decl.is_anonymous():
+            return CType(tag, "", const)  # type: ignore[arg-type]
+        spelled = ctype.get_canonical().spelling.removeprefix("const ").strip()
+        if not spelled.startswith(f"{tag} "):
+            return CType("typedef", decl.spelling, const)  # typedef struct { ... } name;
+        return CType(tag, decl.spelling, const)  # type: ignore[arg-type]
+    if kind == TypeKind.POINTER:
+        return CType.pointer(convert(ctype.get_pointee()), const)
+    if kind == TypeKind.CONSTANTARRAY:
+        return CType("array", const=const, target=convert(ctype.element_type),
+                     length=int(ctype.element_count))
+    if kind == TypeKind.INCOMPLETEARRAY:
+        return CType("array", const=const, target=convert(ctype.element_type))
+    if kind == TypeKind.FUNCTIONPROTO:
+        return CType(
+            "function",
+            target=convert(ctype.get_result()),
+            params=tuple(convert(a) for a in ctype.argument_types()),
+            variadic=bool(ctype.is_function_variadic()),
+        )
+    if kind == TypeKind.FUNCTIONNOPROTO:
+        return CType("function", target=convert(ctype.get_result()))
+    if kind in _BUILTINS:
+        return CType.builtin(_BUILTINS[kind], const)
+    raise UnsupportedType(f"unsupported C type {ctype.spelling!r} ({kind.name})")
