@@ -1,0 +1,169 @@
+"""IR -> the vendorable ``llama_bindings`` package, through the templates in ``templates/``.
+
+Emission never calls the parser. Files are rendered into a fresh folder beside the output and
+swapped in only when every file rendered, so a failure leaves the old output as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from generator import __version__
+from generator.emit.cdef import Cdef, build_cdef
+from generator.emit.enums import member_names
+from generator.emit.manifest import build_manifest
+from generator.emit.pytypes import PythonTypes
+from generator.emit.render import environment
+from generator.emit.support import SupportCheck, Unsupported
+from generator.ir import Interface
+
+PACKAGE_NAME = "llama_bindings"
+LIB_DIR_ENV = "LLAMA_BINDGEN_LIB_DIR"
+LIBRARY_CLASSES = (("llama", "LlamaLibrary"), ("ggml", "GgmlLibrary"), ("llama_mtp", "LlamaMtpLibrary"))
+
+# output file -> template
+FILES: tuple[tuple[str, str], ...] = (
+    ("__init__.py", "bindings/__init__.py.j2"),
+    ("_ffi.py", "bindings/_ffi.py.j2"),
+    ("abi_manifest.json", "bindings/abi_manifest.json.j2"),
+    ("api.pyi", "bindings/api.pyi.j2"),
+    ("cdef.h", "bindings/cdef.h.j2"),
+    ("constants.py", "bindings/constants.py.j2"),
+    ("enums.py", "bindings/enums.py.j2"),
+    ("GENERATION_REPORT.md", "report/generation.md.j2"),
+    ("ir.json", "bindings/ir.json.j2"),
+    ("loader.py", "bindings/loader.py.j2"),
+    ("py.typed", "bindings/py.typed.j2"),
+)
+
+
+@dataclass(frozen=True)
+class EmitResult:
+    package_dir: Path
+    files: tuple[str, ...]
+    cdef: Cdef
+    unsupported: tuple[Unsupported, ...]
+
+
+def _json_text(data: Any) -> str:
+    return json.dumps(data, indent=2, sort_keys=True)
+
+
+def _deprecation(message: str | None) -> str:
+    if message is None:
+        return ""
+    return f"Deprecated: {message}." if message else "Deprecated."
+
+
+def build_context(api: Interface) -> tuple[dict[str, Any], Cdef]:
+    cdef = build_cdef(api)
+    check = SupportCheck(api)
+    struct_classes = {r.name for r in cdef.bound_records}
+    function_names = {f.name for f in cdef.bound_functions}
+    aliases = {name: f"_struct_{name}" for name in sorted(struct_classes & function_names)}
+    pytypes = PythonTypes(check, struct_classes, aliases)
+    records = [
+        {
+            "name": r.name,
+            "c_name": r.c_name,
+            "header": r.header,
+            "doc": r.doc,
+            "opaque": r.opaque,
+            "attributes": pytypes.record_attributes(r),
+        }
+        for r in cdef.bound_records
+    ]
+    libraries = []
+    for library, class_name in LIBRARY_CLASSES:
+        functions = [
+            {
+                "name": f.name,
+                "signature": f.signature(),
+                "header": f.header,
+                "doc": f.doc,
+                "deprecation": _deprecation(f.deprecated),
+                "params": pytypes.parameters(f),
+                "result": pytypes.value(f.result),
+            }
+            for f in cdef.bound_functions
+            if f.library == library
+        ]
+        libraries.append({"name": library, "class_name": class_name, "functions": functions})
+    enums = [
+        {
+            "name": e.name,
+            "c_name": e.c_name,
+            "header": e.header,
+            "doc": e.doc,
+            "members": member_names(e),
+        }
+        for e in api.enums
+    ]
+    bound = {f.name for f in cdef.bound_functions}
+    context: dict[str, Any] = {
+        "generator_version": __version__,
+        "tag": api.source.tag,
+        "commit": api.source.commit,
+        "digest": api.source.digest,
+        "has_wrapper": any(f.library == "llama_mtp" for f in api.functions),
+        "lib_dir_env": LIB_DIR_ENV,
+        "cdef": cdef,
+        "records": records,
+        "libraries": libraries,
+        "aliases": [(alias, name) for name, alias in sorted(aliases.items())],
+        "enums": enums,
+        "constants": api.constants,
+        "targets": api.targets,
+        "unsupported": cdef.unsupported,
+        "skipped_macros": api.skipped_macros,
+        "counts": {
+            "functions": len(cdef.bound_functions),
+            "records": sum(1 for r in cdef.bound_records if not r.opaque),
+            "opaque": sum(1 for r in cdef.bound_records if r.opaque),
+            "enums": len(api.enums),
+            "typedefs": len(cdef.bound_typedefs),
+            "constants": len(api.constants),
+        },
+        "manifest_json": _json_text(build_manifest(api, bound)),
+        "ir_json": api.dumps().rstrip("\n"),
+    }
+    return context, cdef
+
+
+def render_files(api: Interface) -> tuple[dict[str, str], Cdef]:
+    context, cdef = build_context(api)
+    env = environment()
+    rendered = {name: env.get_template(template).render(context) for name, template in FILES}
+    return rendered, cdef
+
+
+def emit_package(api: Interface, out_dir: Path) -> EmitResult:
+    """Write ``out_dir/llama_bindings/`` (replacing it whole) and return what was written."""
+    rendered, cdef = render_files(api)
+    package_dir = out_dir / PACKAGE_NAME
+    out_dir.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{PACKAGE_NAME}-", dir=out_dir))
+    staging.chmod(0o755)
+    try:
+        for name, text in sorted(rendered.items()):
+            (staging / name).write_text(text, encoding="utf-8", newline="\n")
+        # keep prebuilt native libraries a user dropped into lib/
+        if (package_dir / "lib").is_dir():
+            os.replace(package_dir / "lib", staging / "lib")
+        if package_dir.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{PACKAGE_NAME}-old-", dir=out_dir))
+            os.replace(package_dir, old / PACKAGE_NAME)
+            os.replace(staging, package_dir)
+            shutil.rmtree(old)
+        else:
+            os.replace(staging, package_dir)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging)
+    return EmitResult(package_dir, tuple(sorted(rendered)), cdef, tuple(cdef.unsupported))

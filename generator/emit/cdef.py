@@ -1,0 +1,166 @@
+"""The cffi cdef: every expressible declaration, ordered so each name is declared before use."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from generator.emit.support import SupportCheck, Unsupported
+from generator.ir import CType, Enum, Field, Function, Interface, Record, Typedef
+
+_INDENT = "    "
+Node = tuple[str, str]  # ("record" | "typedef", name)
+
+
+@dataclass
+class Cdef:
+    """The cdef text in sections, plus what had to stay out of it."""
+
+    forward_declarations: list[str] = field(default_factory=list)
+    enums: list[str] = field(default_factory=list)
+    types: list[str] = field(default_factory=list)
+    functions: list[str] = field(default_factory=list)
+    bound_functions: list[Function] = field(default_factory=list)
+    bound_records: list[Record] = field(default_factory=list)
+    bound_typedefs: list[Typedef] = field(default_factory=list)
+    unsupported: list[Unsupported] = field(default_factory=list)
+
+
+def enum_definition(enum: Enum) -> str:
+    lines = [f"{_INDENT}{m.name} = {m.value}," for m in enum.members]
+    body = "\n".join(lines)
+    if enum.tagless:
+        return f"typedef enum {{\n{body}\n}} {enum.name};"
+    return f"enum {enum.name} {{\n{body}\n}};"
+
+
+def _field_lines(fields: tuple[Field, ...], depth: int) -> list[str]:
+    pad = _INDENT * depth
+    lines: list[str] = []
+    for item in fields:
+        if item.members:
+            lines.append(f"{pad}{item.type.kind} {{")
+            lines.extend(_field_lines(item.members, depth + 1))
+            lines.append(f"{pad}}}{' ' + item.name if item.name else ''};")
+            continue
+        decl = item.type.declare(item.name)
+        if item.bit_width is not None:
+            decl = f"{decl} : {item.bit_width}"
+        lines.append(f"{pad}{decl};")
+    return lines
+
+
+def record_definition(record: Record) -> str:
+    body = "\n".join(_field_lines(record.fields, 1))
+    if record.tagless:
+        return f"typedef {record.kind} {{\n{body}\n}} {record.name};"
+    return f"{record.kind} {record.name} {{\n{body}\n}};"
+
+
+class _Orderer:
+    """Depth-first ordering of typedefs and record definitions by what they need declared."""
+
+    def __init__(self, api: Interface, records: dict[str, Record], typedefs: dict[str, Typedef]):
+        self.api = api
+        self.records = records
+        self.typedefs = typedefs
+        self.order: list[Node] = []
+        self._state: dict[Node, int] = {}
+
+    def _deps(self, ctype: CType, under_pointer: bool, out: set[Node]) -> None:
+        if ctype.kind == "typedef":
+            if ctype.name in self.records and self.records[ctype.name].tagless:
+                out.add(("record", ctype.name))
+            elif ctype.name in self.typedefs:
+                out.add(("typedef", ctype.name))
+        elif ctype.kind in ("struct", "union") and ctype.name and not under_pointer:
+            if ctype.name in self.records:
+                out.add(("record", ctype.name))
+        pointer = under_pointer or ctype.kind in ("pointer", "function")
+        if ctype.target is not None:
+            self._deps(ctype.target, pointer, out)
+        for param in ctype.params:
+            self._deps(param, True, out)
+
+    def _field_deps(self, fields: tuple[Field, ...], out: set[Node]) -> None:
+        for item in fields:
+            self._deps(item.type, False, out)
+            self._field_deps(item.members, out)
+
+    def deps(self, node: Node) -> list[Node]:
+        kind, name = node
+        out: set[Node] = set()
+        if kind == "record":
+            self._field_deps(self.records[name].fields, out)
+        else:
+            self._deps(self.typedefs[name].type, False, out)
+        out.discard(node)
+        return sorted(out)
+
+    def visit(self, node: Node) -> None:
+        state = self._state.get(node, 0)
+        if state:
+            return  # done, or on the stack (a cycle through pointers needs no order)
+        self._state[node] = 1
+        for dep in self.deps(node):
+            self.visit(dep)
+        self._state[node] = 2
+        self.order.append(node)
+
+
+def build_cdef(api: Interface) -> Cdef:
+    check = SupportCheck(api)
+    result = Cdef()
+
+    records: dict[str, Record] = {}
+    for record in api.records:
+        problem = None if record.opaque else check.record_problem(record)
+        if problem:
+            result.unsupported.append(
+                Unsupported("record", record.name, record.header, f"{problem}; declared opaque")
+            )
+            if record.tagless:
+                continue
+            record = Record(record.kind, record.name, record.header, opaque=True)
+        records[record.name] = record
+        result.bound_records.append(record)
+
+    typedefs: dict[str, Typedef] = {}
+    for typedef in api.typedefs:
+        problem = check.typedef_problem(typedef.name)
+        if problem:
+            result.unsupported.append(
+                Unsupported("typedef", typedef.name, typedef.header, problem)
+            )
+            continue
+        typedefs[typedef.name] = typedef
+        result.bound_typedefs.append(typedef)
+
+    for name, record in sorted(records.items()):
+        if not record.tagless:
+            result.forward_declarations.append(f"{record.kind} {name};")
+    result.enums = [enum_definition(e) for e in api.enums]
+
+    orderer = _Orderer(api, records, typedefs)
+    for name in sorted(set(records) | set(typedefs)):
+        if name in records and not records[name].opaque:
+            orderer.visit(("record", name))
+        if name in typedefs:
+            orderer.visit(("typedef", name))
+    for kind, name in orderer.order:
+        if kind == "record":
+            if not records[name].opaque:
+                result.types.append(record_definition(records[name]))
+        else:
+            result.types.append(f"typedef {typedefs[name].type.declare(name)};")
+
+    for function in api.functions:
+        problem = check.function_problem(function)
+        if problem:
+            result.unsupported.append(
+                Unsupported("function", function.name, function.header, problem)
+            )
+            continue
+        result.functions.append(f"{function.signature()};")
+        result.bound_functions.append(function)
+    result.unsupported.sort(key=lambda u: (u.kind, u.name))
+    return result

@@ -1,0 +1,139 @@
+"""What cffi's ABI mode can express, and why the rest cannot be bound."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from generator.ir import CType, Field, Function, Interface, Record
+
+# Standard typedef names cffi knows without a declaration (besides the C keywords' types).
+CFFI_KNOWN_NAMES = frozenset(
+    {
+        "void", "bool", "_Bool", "char", "signed char", "unsigned char", "short",
+        "unsigned short", "int", "unsigned int", "long", "unsigned long", "long long",
+        "unsigned long long", "float", "double", "long double",
+        "int8_t", "int16_t", "int32_t", "int64_t", "uint8_t", "uint16_t", "uint32_t",
+        "uint64_t", "intptr_t", "uintptr_t", "intmax_t", "uintmax_t", "size_t", "ssize_t",
+        "ptrdiff_t", "wchar_t", "FILE",
+    }
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Unsupported:
+    """A declaration left out of the bindings, and why."""
+
+    kind: str  # "function", "typedef", "record"
+    name: str
+    header: str
+    reason: str
+
+
+class SupportCheck:
+    """Decides, declaration by declaration, what the cdef can carry."""
+
+    def __init__(self, api: Interface) -> None:
+        self.api = api
+        self._typedef_reason: dict[str, str | None] = {}
+
+    def type_problem(self, ctype: CType) -> str | None:
+        """Why ``ctype`` cannot appear in the cdef, or ``None``."""
+        if ctype.kind == "builtin" and ctype.name not in CFFI_KNOWN_NAMES:
+            return f"type {ctype.name!r} has no cffi equivalent"
+        if ctype.kind == "typedef":
+            return self.typedef_problem(ctype.name)
+        if ctype.target is not None:
+            problem = self.type_problem(ctype.target)
+            if problem:
+                return problem
+        for param in ctype.params:
+            problem = self.type_problem(param)
+            if problem:
+                return problem
+        return None
+
+    def typedef_problem(self, name: str) -> str | None:
+        if name in self._typedef_reason:
+            return self._typedef_reason[name]
+        self._typedef_reason[name] = None  # breaks cycles
+        typedef = self.api.typedef(name)
+        problem = self.type_problem(typedef.type) if typedef is not None else None
+        if problem:
+            problem = f"uses typedef {name}: {problem}" if "uses typedef" not in problem else problem
+        self._typedef_reason[name] = problem
+        return problem
+
+    def resolve_record(self, ctype: CType) -> Record | None:
+        """The record a by-value type names, looking through typedefs."""
+        seen = 0
+        while ctype.kind == "typedef" and seen < 32:
+            record = self.api.record(ctype.name)
+            if record is not None and record.tagless:
+                return record
+            typedef = self.api.typedef(ctype.name)
+            if typedef is None:
+                return None
+            ctype, seen = typedef.type, seen + 1
+        if ctype.kind in ("struct", "union"):
+            return self.api.record(ctype.name)
+        return None
+
+    def _by_value_problem(self, ctype: CType, role: str) -> str | None:
+        record = self.resolve_record(ctype)
+        if record is None:
+            return None
+        if record.kind == "union":
+            return f"{role} passes union {record.name} by value (libffi cannot describe unions)"
+        if _has_union_or_bitfield(self, record.fields, 0):
+            return (
+                f"{role} passes struct {record.name} by value, which holds a union or a "
+                "bit-field (libffi cannot describe it)"
+            )
+        return None
+
+    def function_problem(self, function: Function) -> str | None:
+        if function.static:
+            return "static function: defined in the header, exported by no library"
+        if function.variadic:
+            return "variadic function: cffi's ABI mode cannot call it safely"
+        for param in function.params:
+            problem = self.type_problem(param.type) or self._by_value_problem(
+                param.type, f"parameter {param.name or '?'}"
+            )
+            if problem:
+                return problem
+        return self.type_problem(function.result) or self._by_value_problem(
+            function.result, "result"
+        )
+
+    def record_problem(self, record: Record) -> str | None:
+        return _fields_problem(self, record.fields)
+
+
+def _fields_problem(check: SupportCheck, fields: tuple[Field, ...]) -> str | None:
+    for item in fields:
+        problem = check.type_problem(item.type) if item.type.name or not item.members else None
+        problem = problem or _fields_problem(check, item.members)
+        if problem:
+            return f"field {item.name or '(anonymous)'}: {problem}"
+    return None
+
+
+def _has_union_or_bitfield(check: SupportCheck, fields: tuple[Field, ...], depth: int) -> bool:
+    """Whether a by-value struct holds a union or bit-field, directly or in by-value members."""
+    if depth > 16:
+        return False
+    for item in fields:
+        if item.bit_width is not None or item.type.kind == "union":
+            return True
+        if _has_union_or_bitfield(check, item.members, depth + 1):
+            return True
+        element = item.type
+        while element.kind == "array" and element.target is not None:
+            element = element.target
+        inner = check.resolve_record(element)
+        if inner is not None and (
+            inner.kind == "union" or _has_union_or_bitfield(check, inner.fields, depth + 1)
+        ):
+            return True
+    return False
