@@ -5,6 +5,7 @@ Only ``generator.parse.clang_api`` imports ``clang.cindex``.
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -18,7 +19,18 @@ from generator.parse.clang_api import TranslationUnit, diagnostics, parse
 from generator.parse.options import DEFAULT_TARGETS, ENTRY_NAME, HOST_TARGET, ParseOptions
 from generator.parse.types import UnsupportedType
 
-__all__ = ["DEFAULT_TARGETS", "HOST_TARGET", "ClangParseError", "ParseOptions", "parse_interface"]
+__all__ = [
+    "DEFAULT_TARGETS",
+    "HOST_TARGET",
+    "TREE_METADATA",
+    "ClangParseError",
+    "ParseOptions",
+    "default_wrapper_header",
+    "parse_interface",
+    "tree_source",
+]
+
+TREE_METADATA = ".llama-bindgen-tree.json"
 
 
 class ClangParseError(BindgenError):
@@ -102,3 +114,33 @@ def parse_interface(options: ParseOptions, source: Source, progress: bool = Fals
 def default_wrapper_header(repo: Path) -> Path | None:
     candidate = repo / "native_wrapper" / "llama_mtp.h"
     return candidate if candidate.is_file() else None
+
+
+def tree_source(
+    tree: Path, tag: str | None = None, commit: str | None = None, required: bool = True
+) -> Source:
+    """Tag, commit and digest of a verified tree, from the metadata ``llama-bindgen fetch`` writes
+    beside it; ``tag``/``commit`` override it. Without metadata and overrides: an error, or (when
+    not ``required``) a source named after the folder."""
+    meta: dict[str, str] = {}
+    path = tree / TREE_METADATA
+    if path.is_file():
+        try:
+            loaded = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise BindgenError(f"{path}: not valid JSON ({exc})") from exc
+        if not isinstance(loaded, dict):
+            raise BindgenError(f"{path}: not a JSON object")
+        meta = {str(k): str(v) for k, v in loaded.items()}
+    elif tag is None and commit is None:
+        if required:
+            raise BindgenError(
+                f"{tree} has no {TREE_METADATA} (not fetched with `llama-bindgen fetch`): "
+                "fetch it, or name it with --tag and --commit"
+            )
+        return Source(tag=tree.name, commit="", digest="")
+    return Source(
+        tag=tag if tag is not None else meta.get("tag", ""),
+        commit=commit if commit is not None else meta.get("commit", ""),
+        digest=meta.get("digest", ""),
+    )

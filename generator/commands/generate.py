@@ -1,0 +1,88 @@
+"""``llama-bindgen generate``: parse a llama.cpp tree and emit ``generated/llama_bindings/``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from generator.emit import PACKAGE_NAME, emit_package
+from generator.parse import (
+    DEFAULT_TARGETS,
+    ParseOptions,
+    default_wrapper_header,
+    parse_interface,
+    tree_source,
+)
+from generator.paths import repo_root
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "generate",
+        help="parse llama.h (+ the MTP wrapper header) and emit the typed cffi bindings",
+        description=(
+            "Parse include/llama.h of a verified llama.cpp tree with libclang, once per target "
+            f"triple, and write {PACKAGE_NAME}/ (cdef, enums, stubs, constants, ABI manifest, "
+            "IR, loader, generation report). Nothing is written unless every step succeeds."
+        ),
+    )
+    parser.add_argument("--tree", type=Path, required=True, help="llama.cpp source tree")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help=f"output folder (default: <repo>/generated); {PACKAGE_NAME}/ is replaced inside it",
+    )
+    parser.add_argument(
+        "--target",
+        action="append",
+        default=[],
+        metavar="TRIPLE",
+        help=f"extra target triple for layouts (always: {', '.join(DEFAULT_TARGETS)})",
+    )
+    wrapper = parser.add_mutually_exclusive_group()
+    wrapper.add_argument(
+        "--wrapper-header",
+        type=Path,
+        default=None,
+        help="MTP wrapper header (default: <repo>/native_wrapper/llama_mtp.h when it exists)",
+    )
+    wrapper.add_argument(
+        "--no-wrapper", action="store_true", help="bind llama.cpp only, without the MTP wrapper"
+    )
+    parser.add_argument("--tag", default=None, help="override the tree metadata's tag")
+    parser.add_argument("--commit", default=None, help="override the tree metadata's commit")
+    parser.set_defaults(func=run)
+
+
+def wrapper_header_for(args: argparse.Namespace) -> Path | None:
+    if getattr(args, "no_wrapper", False):
+        return None
+    if args.wrapper_header is not None:
+        path: Path = args.wrapper_header.resolve()
+        return path
+    return default_wrapper_header(repo_root())
+
+
+def run(args: argparse.Namespace) -> int:
+    tree: Path = args.tree.resolve()
+    out: Path = (args.out or repo_root() / "generated").resolve()
+    source = tree_source(tree, args.tag, args.commit)
+    options = ParseOptions(
+        tree=tree,
+        wrapper_header=wrapper_header_for(args),
+        targets=tuple(dict.fromkeys([*DEFAULT_TARGETS, *args.target])),
+    )
+    api = parse_interface(options, source, progress=True)
+    result = emit_package(api, out)
+    print(
+        f"generate: {len(result.cdef.bound_functions)} functions, "
+        f"{len(api.records)} structs/unions, {len(api.enums)} enums, "
+        f"{len(api.constants)} constants for {len(api.targets)} targets; "
+        f"{len(result.unsupported)} declarations not bound (see GENERATION_REPORT.md)",
+        file=sys.stderr,
+    )
+    print(result.package_dir)
+    return 0
