@@ -1,4 +1,4 @@
-"""Shared fixtures. Trees come from the cache that ``llama-bindgen fetch`` fills (.ci/run fetches them)."""
+"""Shared fixtures. Trees come from the cache `llama-bindgen fetch` fills (.ci/run fills it)."""
 
 from __future__ import annotations
 

@@ -1,19 +1,21 @@
-"""Locate verified llama.cpp trees for tests.
+"""Locate verified llama.cpp trees for tests, through the same fetcher users run.
 
-Until ``llama-bindgen fetch`` lands, ``$LLAMA_BINDGEN_TEST_TREE_<REF>`` (e.g.
-``LLAMA_BINDGEN_TEST_TREE_B11312``) points at an extracted tree.
+``.ci/run`` fetches the trees first (a PyPI sdist is the offline route); the tests themselves then
+hit the cache and need no network. ``$LLAMA_BINDGEN_CACHE`` selects the cache as usual.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
+from generator.errors import BindgenError
+from generator.sources.fetch import fetch_tree
+
 
 def llama_tree(ref: str) -> Path:
-    env = os.environ.get(f"LLAMA_BINDGEN_TEST_TREE_{ref.upper()}")
-    if env and (Path(env) / "include" / "llama.h").is_file():
-        return Path(env)
-    pytest.fail(f"no llama.cpp tree for {ref}: run `llama-bindgen fetch {ref}` first")
+    try:
+        return fetch_tree(ref, github_base=None).tree
+    except BindgenError as exc:
+        pytest.fail(f"no llama.cpp tree for {ref}: run `llama-bindgen fetch {ref}` first ({exc})")

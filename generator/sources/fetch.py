@@ -1,0 +1,248 @@
+"""Fetch a verified llama.cpp tree into the cache: resolve, try providers in order, verify, move.
+
+Cache layout (``--cache`` or :func:`generator.paths.default_cache_dir`)::
+
+    trees/<commit>/          verified trees, each with .llama-bindgen-tree.json
+    sdists/                  PyPI sdists (kept: they are the expensive offline route)
+    tmp/<pid>-<random>/      work area of one running fetch; removed on success and failure
+
+A tree enters ``trees/`` by one ``rename`` after its digest matched, so an interrupted run leaves
+at most a ``tmp/`` folder, which no later run trusts (stale ones are removed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from generator.errors import BindgenError, DigestMismatchError, SourceError
+from generator.releases import Release, ResolvedRef, load_releases, resolve_ref
+from generator.sources.digest import DIGEST_ALGORITHM, tree_digest
+from generator.sources.extract import archive_prefix, safe_extract
+from generator.sources.providers import (
+    GITHUB_BASE_URL,
+    ArchiveProvider,
+    LocalProvider,
+    Material,
+    Provider,
+    SdistProvider,
+)
+
+TREE_METADATA = ".llama-bindgen-tree.json"
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    tree: Path
+    ref: str
+    tag: str
+    commit: str
+    digest: str
+    provider: str
+    from_cache: bool
+    pinned: bool
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def read_tree_metadata(tree: Path) -> dict[str, str]:
+    """The metadata a fetch wrote beside a tree (ref, tag, commit, digest, provider)."""
+    path = tree / TREE_METADATA
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise SourceError(
+            f"{tree}: no readable {TREE_METADATA}: fetch it with llama-bindgen"
+        ) from exc
+    if not isinstance(data, dict):
+        raise SourceError(f"{path}: not a JSON object")
+    return {str(k): str(v) for k, v in data.items()}
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _clean_stale_tmp(tmp_root: Path) -> None:
+    """Remove work folders left by fetches whose process no longer runs."""
+    for entry in tmp_root.iterdir():
+        pid_text = entry.name.split("-", 1)[0]
+        if pid_text.isdigit() and not _pid_alive(int(pid_text)):
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def _find_tree_root(folder: Path) -> Path:
+    if (folder / "include" / "llama.h").is_file():
+        return folder
+    hits = sorted(folder.glob("**/include/llama.h"), key=lambda p: len(p.parts))
+    if not hits:
+        raise SourceError(f"{folder}: no include/llama.h: not a llama.cpp tree")
+    return hits[0].parent.parent
+
+
+def _copy_folder(src: Path, dest: Path) -> None:
+    """Copy a local tree, refusing symbolic links that point outside it."""
+    root = src.resolve()
+    for path in src.rglob("*"):
+        if path.is_symlink():
+            target = (path.parent / os.readlink(path)).resolve()
+            if not target.is_relative_to(root):
+                from generator.errors import UnsafeArchiveError
+
+                raise UnsafeArchiveError(f"{path}: link points outside the tree ({target})")
+    shutil.copytree(src, dest, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+
+
+def _materialise(material: Material, work: Path) -> Path:
+    dest = work / "tree"
+    if material.folder is not None:
+        _copy_folder(_find_tree_root(material.folder), dest)
+        return dest
+    assert material.archive is not None
+    safe_extract(material.archive, dest, archive_prefix(material.archive))
+    return dest
+
+
+def _providers(
+    want: ResolvedRef,
+    cache: Path,
+    mirror: str | None,
+    source: Path | None,
+    github_base: str | None,
+) -> list[Provider]:
+    providers: list[Provider] = []
+    if github_base:
+        providers.append(ArchiveProvider(github_base, "GitHub archive"))
+    if mirror:
+        providers.append(ArchiveProvider(mirror, "mirror"))
+    if source is not None:
+        providers.append(LocalProvider(source))
+    if want.release is not None:
+        providers.extend(SdistProvider(s, cache / "sdists") for s in want.release.sdists)
+    return providers
+
+
+def _cache_hit(tree: Path, expected_digest: str) -> bool:
+    """True when ``tree`` is a fetched tree whose content still has ``expected_digest``."""
+    if not (tree / TREE_METADATA).is_file():
+        return False
+    actual = tree_digest(tree)
+    if actual == expected_digest:
+        return True
+    _log(f"cached tree {tree} no longer matches its digest ({actual}); fetching it again")
+    shutil.rmtree(tree, ignore_errors=True)
+    return False
+
+
+def fetch_tree(
+    ref: str,
+    cache: Path | None = None,
+    *,
+    mirror: str | None = None,
+    source: Path | None = None,
+    github_base: str | None = GITHUB_BASE_URL,
+    releases: list[Release] | None = None,
+) -> FetchResult:
+    """Return a verified tree for ``ref``, fetching it through the first provider that works."""
+    from generator.paths import default_cache_dir
+
+    cache = (cache or default_cache_dir()).resolve()
+    known = releases if releases is not None else load_releases()
+    want = resolve_ref(ref, known)
+    trees = cache / "trees"
+
+    if want.release is not None:
+        expected = want.release.digest
+        hit: Path | None = trees / want.release.commit
+    else:
+        _log(f"{ref}: not in releases.toml; its digest will be recorded on first fetch (unpinned)")
+        hit = trees / want.commit if len(want.commit) == 40 else None
+        expected = read_tree_metadata(hit).get("digest", "") if hit and hit.is_dir() else ""
+    if hit is not None and hit.is_dir() and _cache_hit(hit, expected):
+        meta = read_tree_metadata(hit)
+        _log(f"{ref}: cached tree {hit.name[:12]} verified ({expected})")
+        return FetchResult(
+            hit,
+            meta.get("ref", ref),
+            meta.get("tag", want.tag),
+            hit.name,
+            expected,
+            meta.get("provider", "cache"),
+            True,
+            want.release is not None,
+        )
+
+    providers = _providers(want, cache, mirror, source, github_base)
+    if not providers:
+        raise SourceError(f"{ref}: no provider to try (not pinned, and no --mirror or --source)")
+    tmp_root = cache / "tmp"
+    tmp_root.mkdir(parents=True, exist_ok=True)
+    _clean_stale_tmp(tmp_root)
+    failures: list[str] = []
+    for provider in providers:
+        _log(f"{ref}: trying {provider.name}")
+        work = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=tmp_root))
+        try:
+            result = _try_provider(provider, want, work, trees)
+        except BindgenError as exc:
+            reason = str(exc)
+            failures.append(f"{provider.name}: {reason}")
+            _log(f"{ref}: {provider.name} failed: {reason}")
+            if isinstance(exc, DigestMismatchError):
+                _log(f"{ref}: refused: expected {exc.expected}, got {exc.actual}")
+            continue
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        _log(f"{ref}: tree {result.commit[:12]} verified from {provider.name}")
+        return result
+    raise SourceError(f"{ref}: every provider failed:\n" + "\n".join(f"  - {f}" for f in failures))
+
+
+def _try_provider(provider: Provider, want: ResolvedRef, work: Path, trees: Path) -> FetchResult:
+    material = provider.obtain(want, work)
+    commit = want.commit
+    if material.stated_commit:
+        if commit and not material.stated_commit.startswith(commit):
+            raise SourceError(f"archive states commit {material.stated_commit}, expected {commit}")
+        commit = material.stated_commit
+    if len(commit) != 40:
+        raise SourceError(
+            f"cannot tell the full commit of {want.ref!r} from this material; "
+            "pin it in releases.toml or give the full commit"
+        )
+    _log(f"  extracting and verifying {want.ref} ({commit[:12]})")
+    tree = _materialise(material, work)
+    digest = tree_digest(tree)
+    if want.release is not None and digest != want.release.digest:
+        raise DigestMismatchError(provider.name, want.release.digest, digest)
+    meta = {
+        "ref": want.release.ref if want.release else want.ref,
+        "tag": want.tag,
+        "commit": commit,
+        "digest": digest,
+        "digest_algorithm": DIGEST_ALGORITHM,
+        "provider": provider.name,
+        "pinned": "true" if want.release is not None else "false",
+    }
+    (tree / TREE_METADATA).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    final = trees / commit
+    trees.mkdir(parents=True, exist_ok=True)
+    if final.exists():
+        shutil.rmtree(final)
+    os.rename(tree, final)
+    return FetchResult(
+        final, meta["ref"], want.tag, commit, digest, provider.name, False, want.release is not None
+    )

