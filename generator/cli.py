@@ -14,6 +14,7 @@ from generator.errors import BindgenError
 COMMAND_MODULES: tuple[str, ...] = (
     "generator.commands.bump",
     "generator.commands.fetch",
+    "generator.commands.generate",
 )
 
 
