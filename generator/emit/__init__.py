@@ -25,7 +25,11 @@ from generator.ir import Interface
 
 PACKAGE_NAME = "llama_bindings"
 LIB_DIR_ENV = "LLAMA_BINDGEN_LIB_DIR"
-LIBRARY_CLASSES = (("llama", "LlamaLibrary"), ("ggml", "GgmlLibrary"), ("llama_mtp", "LlamaMtpLibrary"))
+LIBRARY_CLASSES = (
+    ("llama", "LlamaLibrary"),
+    ("ggml", "GgmlLibrary"),
+    ("llama_mtp", "LlamaMtpLibrary"),
+)
 
 # output file -> template
 FILES: tuple[tuple[str, str], ...] = (

@@ -128,9 +128,7 @@ def build_cdef(api: Interface) -> Cdef:
     for typedef in api.typedefs:
         problem = check.typedef_problem(typedef.name)
         if problem:
-            result.unsupported.append(
-                Unsupported("typedef", typedef.name, typedef.header, problem)
-            )
+            result.unsupported.append(Unsupported("typedef", typedef.name, typedef.header, problem))
             continue
         typedefs[typedef.name] = typedef
         result.bound_typedefs.append(typedef)

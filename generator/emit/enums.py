@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import keyword
-import os
 
 from generator.ir import Enum
 
@@ -15,7 +14,10 @@ def _prefix(enum: Enum) -> str:
     own = enum.name.upper() + "_"
     if all(n.startswith(own) for n in names):
         return own
-    common = os.path.commonprefix(names)
+    common = names[0]
+    for name in names[1:]:
+        while not name.startswith(common):
+            common = common[:-1]
     return common[: common.rfind("_") + 1] if "_" in common else ""
 
 
@@ -26,10 +28,11 @@ def member_names(enum: Enum) -> list[tuple[str, str, int]]:
     short = [m.name[len(prefix) :] for m in enum.members]
     usable = (
         bool(prefix)
-        and all(s.isidentifier() and not keyword.iskeyword(s) and not s.startswith("_") for s in short)
+        and all(
+            s.isidentifier() and not keyword.iskeyword(s) and not s.startswith("_") for s in short
+        )
         and len(set(short)) == len(short)
     )
     return [
-        (s if usable else m.name, m.name, m.value)
-        for s, m in zip(short, enum.members, strict=True)
+        (s if usable else m.name, m.name, m.value) for s, m in zip(short, enum.members, strict=True)
     ]

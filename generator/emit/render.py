@@ -7,16 +7,25 @@ import jinja2
 from generator.paths import templates_dir
 
 
+def _escape(char: str) -> str:
+    code = ord(char)
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
 def docstring(text: str, indent: int = 0) -> str:
     """Text safe inside a triple-quoted docstring, continuation lines indented."""
     safe = text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
     # ASCII only: non-ASCII characters become escapes (ruff flags look-alike characters)
-    safe = "".join(c if ord(c) < 128 else f"\\u{ord(c):04x}" if ord(c) < 0x10000 else f"\\U{ord(c):08x}" for c in safe)
+    safe = "".join(c if ord(c) < 128 else _escape(c) for c in safe)
     if safe.endswith('"'):
         safe += " "
     pad = " " * indent
     lines = [line.rstrip() for line in safe.splitlines()]
-    return "\n".join([lines[0], *[(pad + line) if line else "" for line in lines[1:]]]) if lines else ""
+    return (
+        "\n".join([lines[0], *[(pad + line) if line else "" for line in lines[1:]]])
+        if lines
+        else ""
+    )
 
 
 def environment() -> jinja2.Environment:

@@ -59,7 +59,9 @@ class SupportCheck:
         typedef = self.api.typedef(name)
         problem = self.type_problem(typedef.type) if typedef is not None else None
         if problem:
-            problem = f"uses typedef {name}: {problem}" if "uses typedef" not in problem else problem
+            problem = (
+                f"uses typedef {name}: {problem}" if "uses typedef" not in problem else problem
+            )
         self._typedef_reason[name] = problem
         return problem
 

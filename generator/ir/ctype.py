@@ -46,9 +46,7 @@ class CType:
 
     @property
     def is_function_pointer(self) -> bool:
-        return (
-            self.kind == "pointer" and self.target is not None and self.target.kind == "function"
-        )
+        return self.kind == "pointer" and self.target is not None and self.target.kind == "function"
 
     def referenced_names(self) -> set[tuple[str, str]]:
         """Every (kind, name) of a named struct/union/enum/typedef this type mentions."""

@@ -31,4 +31,6 @@ class Typedef:
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> Typedef:
-        return Typedef(data["name"], CType.from_json(data["type"]), data["header"], data.get("doc", ""))
+        return Typedef(
+            data["name"], CType.from_json(data["type"]), data["header"], data.get("doc", "")
+        )

@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from clang.cindex import (  # re-exported for generator.parse
     AvailabilityKind,
@@ -41,6 +40,7 @@ __all__ = [
 ]
 
 _INDEX: Index | None = None
+_ERROR_SEVERITY: int = int(Diagnostic.Error)
 
 
 def _index() -> Index:
@@ -60,7 +60,7 @@ class ClangDiagnostic:
 
     @property
     def is_error(self) -> bool:
-        return self.severity >= Diagnostic.Error
+        return self.severity >= _ERROR_SEVERITY
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line}:{self.column}: {self.message}"
@@ -113,11 +113,11 @@ def walk(cursor: Cursor) -> Iterator[Cursor]:
 
 
 def is_macro_function_like(cursor: Cursor) -> bool:
-    result: Any = conf.lib.clang_Cursor_isMacroFunctionLike(cursor)
+    result: int = conf.lib.clang_Cursor_isMacroFunctionLike(cursor)
     return bool(result)
 
 
 def is_anonymous_record(cursor: Cursor) -> bool:
     """True for an anonymous struct/union *member* (``union { ... };`` inside a record)."""
-    result: Any = conf.lib.clang_Cursor_isAnonymousRecordDecl(cursor)
+    result: int = conf.lib.clang_Cursor_isAnonymousRecordDecl(cursor)
     return bool(result)

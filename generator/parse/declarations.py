@@ -239,7 +239,7 @@ class TargetLayouts:
 def collect_layouts(
     tu: TranslationUnit, records: dict[str, Record], enum_names: set[str]
 ) -> TargetLayouts:
-    """Sizes, alignments and offsets of the host's records and enums as this target lays them out."""
+    """Sizes, alignments and offsets of the host's records and enums on this parse's target."""
     found = TargetLayouts()
 
     def visit(cursor: Cursor) -> None:

@@ -67,8 +67,12 @@ def convert(ctype: Type) -> CType:
     if kind == TypeKind.POINTER:
         return CType.pointer(convert(ctype.get_pointee()), const)
     if kind == TypeKind.CONSTANTARRAY:
-        return CType("array", const=const, target=convert(ctype.element_type),
-                     length=int(ctype.element_count))
+        return CType(
+            "array",
+            const=const,
+            target=convert(ctype.element_type),
+            length=int(ctype.element_count),
+        )
     if kind == TypeKind.INCOMPLETEARRAY:
         return CType("array", const=const, target=convert(ctype.element_type))
     if kind == TypeKind.FUNCTIONPROTO:

@@ -1,0 +1,330 @@
+"""IR(old) vs IR(new) -> classified changes (the model of libabigail's abidiff report)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TypeVar
+
+from generator.diff.model import ApiDiff, Change, Detail, Side
+from generator.ir import Enum, Function, Interface, Record, Typedef
+from generator.ir.record import FieldLayout, RecordLayout
+
+T = TypeVar("T")
+
+
+def _by_name(items: Iterable[T], name: Callable[[T], str]) -> dict[str, T]:
+    return {name(item): item for item in items}
+
+
+def _group_by_target(
+    values: dict[str, tuple[str | None, str | None]],
+) -> list[tuple[str | None, str | None, tuple[str, ...]]]:
+    """(old, new) per target -> [(old, new, targets)] for the targets where they differ."""
+    groups: dict[tuple[str | None, str | None], list[str]] = {}
+    for target, pair in sorted(values.items()):
+        if pair[0] != pair[1]:
+            groups.setdefault(pair, []).append(target)
+    return [(old, new, tuple(ts)) for (old, new), ts in sorted(groups.items(), key=lambda g: g[1])]
+
+
+def _offset_text(item: FieldLayout | None) -> str | None:
+    if item is None:
+        return None
+    if item.bit_offset % 8 or item.bit_width is not None:
+        return f"{item.offset} (bit {item.bit_offset})"
+    return str(item.offset)
+
+
+# -- functions ---------------------------------------------------------------------------
+
+
+def _function_changes(old: Function, new: Function) -> Change | None:
+    details: list[Detail] = []
+    if old.result.declare() != new.result.declare():
+        details.append(Detail("result type", "", True, old.result.declare(), new.result.declare()))
+    if len(old.params) != len(new.params):
+        details.append(
+            Detail("parameter count", "", True, str(len(old.params)), str(len(new.params)))
+        )
+    else:
+        for index, (a, b) in enumerate(zip(old.params, new.params, strict=True)):
+            label = b.name or f"#{index}"
+            if a.type.declare() != b.type.declare():
+                details.append(
+                    Detail("parameter type", label, True, a.type.declare(), b.type.declare())
+                )
+            elif a.name != b.name:
+                details.append(Detail("parameter renamed", label, False, a.name, b.name))
+    if old.variadic != new.variadic:
+        details.append(Detail("variadic", "", True, str(old.variadic), str(new.variadic)))
+    if (old.deprecated is None) != (new.deprecated is None):
+        details.append(
+            Detail(
+                "deprecated" if new.deprecated is not None else "no longer deprecated",
+                "",
+                False,
+                old.deprecated,
+                new.deprecated,
+            )
+        )
+    if not details:
+        return None
+    return Change(
+        "function",
+        new.name,
+        "changed",
+        any(d.breaking for d in details),
+        old.signature(),
+        new.signature(),
+        tuple(details),
+    )
+
+
+def _functions(old: Interface, new: Interface) -> list[Change]:
+    a = _by_name(old.functions, lambda f: f.name)
+    b = _by_name(new.functions, lambda f: f.name)
+    changes: list[Change] = []
+    for name in sorted(a.keys() | b.keys()):
+        if name not in b:
+            changes.append(Change("function", name, "removed", True, a[name].signature()))
+        elif name not in a:
+            changes.append(Change("function", name, "added", False, None, b[name].signature()))
+        else:
+            change = _function_changes(a[name], b[name])
+            if change is not None:
+                changes.append(change)
+    return changes
+
+
+# -- structs and unions ------------------------------------------------------------------
+
+
+def _field_types(record: Record) -> dict[str, str]:
+    found: dict[str, str] = {}
+
+    def visit(fields: tuple[object, ...]) -> None:
+        from generator.ir import Field
+
+        for item in fields:
+            assert isinstance(item, Field)
+            if item.anonymous:
+                visit(item.members)
+            else:
+                width = f" : {item.bit_width}" if item.bit_width is not None else ""
+                found[item.name] = item.type.declare() + width
+
+    visit(record.fields)
+    return found
+
+
+def _record_text(record: Record) -> str:
+    if record.opaque:
+        return f"{record.c_name} (opaque)"
+    return f"{record.c_name} {{ {'; '.join(_field_types(record))}; }}"
+
+
+def _enum_text(enum: Enum) -> str:
+    members = ", ".join(f"{m.name} = {m.value}" for m in enum.members)
+    return f"{enum.c_name} {{ {members} }}"
+
+
+def _record_changes(old: Record, new: Record, targets: tuple[str, ...]) -> Change | None:
+    kind = new.kind
+    if old.kind != new.kind:
+        return Change(kind, new.name, "changed", True, old.kind, new.kind)
+    if old.opaque or new.opaque:
+        if old.opaque == new.opaque:
+            return None
+        if new.opaque:
+            return Change(kind, new.name, "changed", True, "defined", "opaque")
+        return Change(kind, new.name, "changed", False, "opaque", "defined")
+
+    common = [t for t in targets if t in old.layouts and t in new.layouts]
+    old_layouts: dict[str, RecordLayout] = {t: old.layouts[t] for t in common}
+    new_layouts: dict[str, RecordLayout] = {t: new.layouts[t] for t in common}
+    old_names = [f.name for f in old_layouts[common[0]].fields] if common else []
+    new_names = [f.name for f in new_layouts[common[0]].fields] if common else []
+    details: list[Detail] = []
+
+    sizes = _group_by_target(
+        {t: (str(old_layouts[t].size), str(new_layouts[t].size)) for t in common}
+    )
+    aligns = _group_by_target(
+        {t: (str(old_layouts[t].align), str(new_layouts[t].align)) for t in common}
+    )
+    moved: list[Detail] = []
+    for name in new_names:
+        if name not in old_names:
+            continue
+        for o, n, ts in _group_by_target(
+            {
+                t: (
+                    _offset_text(old_layouts[t].field(name)),
+                    _offset_text(new_layouts[t].field(name)),
+                )
+                for t in common
+            }
+        ):
+            moved.append(Detail("field moved", name, True, o, n, ts))
+    layout_changed = bool(sizes or aligns or moved)
+
+    for name in new_names:
+        if name not in old_names:
+            offsets = _group_by_target(
+                {t: (None, _offset_text(new_layouts[t].field(name))) for t in common}
+            )
+            for _, n, ts in offsets:
+                details.append(Detail("field added", name, layout_changed, None, n, ts))
+    for name in old_names:
+        if name not in new_names:
+            offsets = _group_by_target(
+                {t: (_offset_text(old_layouts[t].field(name)), None) for t in common}
+            )
+            for o, _, ts in offsets:
+                details.append(Detail("field removed", name, True, o, None, ts))
+    old_types, new_types = _field_types(old), _field_types(new)
+    for name in new_names:
+        if name in old_types and name in new_types and old_types[name] != new_types[name]:
+            details.append(Detail("field type", name, True, old_types[name], new_types[name]))
+    details.extend(moved)
+    for o, n, ts in sizes:
+        details.append(Detail("size", "", True, o, n, ts))
+    for o, n, ts in aligns:
+        details.append(Detail("align", "", True, o, n, ts))
+    if not details:
+        return None
+    return Change(
+        kind, new.name, "changed", any(d.breaking for d in details), details=tuple(details)
+    )
+
+
+def _records(old: Interface, new: Interface, targets: tuple[str, ...]) -> list[Change]:
+    a = _by_name(old.records, lambda r: r.name)
+    b = _by_name(new.records, lambda r: r.name)
+    changes: list[Change] = []
+    for name in sorted(a.keys() | b.keys()):
+        if name not in b:
+            changes.append(Change(a[name].kind, name, "removed", True, _record_text(a[name])))
+        elif name not in a:
+            changes.append(Change(b[name].kind, name, "added", False, None, _record_text(b[name])))
+        else:
+            change = _record_changes(a[name], b[name], targets)
+            if change is not None:
+                changes.append(change)
+    return changes
+
+
+# -- enums, typedefs, constants ----------------------------------------------------------
+
+
+def _enum_changes(old: Enum, new: Enum, targets: tuple[str, ...]) -> Change | None:
+    details: list[Detail] = []
+    old_values = {m.name: m.value for m in old.members}
+    new_values = {m.name: m.value for m in new.members}
+    for member in new.members:
+        if member.name not in old_values:
+            details.append(Detail("member added", member.name, False, None, str(member.value)))
+        elif old_values[member.name] != member.value:
+            details.append(
+                Detail(
+                    "member renumbered",
+                    member.name,
+                    True,
+                    str(old_values[member.name]),
+                    str(member.value),
+                )
+            )
+    for member in old.members:
+        if member.name not in new_values:
+            details.append(Detail("member removed", member.name, True, str(member.value), None))
+    common = [t for t in targets if t in old.sizes and t in new.sizes]
+    for o, n, ts in _group_by_target({t: (str(old.sizes[t]), str(new.sizes[t])) for t in common}):
+        details.append(Detail("size", "", True, o, n, ts))
+    if not details:
+        return None
+    return Change(
+        "enum", new.name, "changed", any(d.breaking for d in details), details=tuple(details)
+    )
+
+
+def _enums(old: Interface, new: Interface, targets: tuple[str, ...]) -> list[Change]:
+    a = _by_name(old.enums, lambda e: e.name)
+    b = _by_name(new.enums, lambda e: e.name)
+    changes: list[Change] = []
+    for name in sorted(a.keys() | b.keys()):
+        if name not in b:
+            changes.append(Change("enum", name, "removed", True, _enum_text(a[name])))
+        elif name not in a:
+            members = tuple(
+                Detail("member added", m.name, False, None, str(m.value)) for m in b[name].members
+            )
+            changes.append(
+                Change("enum", name, "added", False, None, _enum_text(b[name]), details=members)
+            )
+        else:
+            change = _enum_changes(a[name], b[name], targets)
+            if change is not None:
+                changes.append(change)
+    return changes
+
+
+def _typedefs(old: Interface, new: Interface) -> list[Change]:
+    a: dict[str, Typedef] = _by_name(old.typedefs, lambda t: t.name)
+    b: dict[str, Typedef] = _by_name(new.typedefs, lambda t: t.name)
+    changes: list[Change] = []
+    for name in sorted(a.keys() | b.keys()):
+        if name not in b:
+            changes.append(Change("typedef", name, "removed", True, a[name].type.declare(name)))
+        elif name not in a:
+            changes.append(
+                Change("typedef", name, "added", False, None, b[name].type.declare(name))
+            )
+        elif a[name].type.declare() != b[name].type.declare():
+            changes.append(
+                Change(
+                    "typedef",
+                    name,
+                    "changed",
+                    True,
+                    a[name].type.declare(name),
+                    b[name].type.declare(name),
+                )
+            )
+    return changes
+
+
+def _constants(old: Interface, new: Interface) -> list[Change]:
+    a = {c.name: c.value for c in old.constants}
+    b = {c.name: c.value for c in new.constants}
+    changes: list[Change] = []
+    for name in sorted(a.keys() | b.keys()):
+        if name not in b:
+            changes.append(Change("constant", name, "removed", True, str(a[name])))
+        elif name not in a:
+            changes.append(Change("constant", name, "added", False, None, str(b[name])))
+        elif a[name] != b[name]:
+            changes.append(Change("constant", name, "changed", True, str(a[name]), str(b[name])))
+    return changes
+
+
+def side_of(api: Interface, label: str) -> Side:
+    return Side(api.source.tag, api.source.commit, api.source.digest, label)
+
+
+def compare(old: Interface, new: Interface, old_label: str = "", new_label: str = "") -> ApiDiff:
+    """Every difference between two IRs, each classified ABI-breaking or compatible. Layouts
+    are compared on the targets both IRs have."""
+    targets = tuple(t for t in new.targets if t in old.targets)
+    changes = [
+        *_functions(old, new),
+        *_records(old, new, targets),
+        *_enums(old, new, targets),
+        *_typedefs(old, new),
+        *_constants(old, new),
+    ]
+    return ApiDiff(
+        side_of(old, old_label or old.source.tag or old.source.commit[:7]),
+        side_of(new, new_label or new.source.tag or new.source.commit[:7]),
+        targets,
+        tuple(changes),
+    )
