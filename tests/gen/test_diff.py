@@ -1,0 +1,105 @@
+"""The diff on the real pre-MTP -> MTP pair, and its classification rules."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from generator.cli import main
+from generator.diff import ApiDiff, Change, compare
+from generator.diff.report import render_json, render_markdown
+from generator.emit import emit_package
+from generator.ir import EnumMember, Interface
+
+
+@pytest.fixture(scope="module")
+def mtp_diff(api_63d93d1: Interface, api_b11312: Interface) -> ApiDiff:
+    return compare(api_63d93d1, api_b11312)
+
+
+def _change(diff: ApiDiff, kind: str, name: str) -> Change:
+    found = [c for c in diff.changes if c.kind == kind and c.name == name]
+    assert len(found) == 1, f"{kind} {name}: {found}"
+    return found[0]
+
+
+def test_mtp_api_changes_are_reported(mtp_diff: ApiDiff, api_b11312: Interface) -> None:
+    enum = _change(mtp_diff, "enum", "llama_context_type")
+    assert enum.action == "added" and not enum.breaking
+    function = _change(mtp_diff, "function", "llama_n_rs_seq")
+    assert function.action == "added" and not function.breaking
+
+    params = _change(mtp_diff, "struct", "llama_context_params")
+    assert params.action == "changed" and params.breaking
+    added = {d.name for d in params.details if d.what == "field added"}
+    assert {"ctx_type", "n_rs_seq"} <= added
+    moved = {d.name: d for d in params.details if d.what == "field moved"}
+    # the offset shift: fields after n_rs_seq moved, on every target, by what clang says
+    record = api_b11312.record("llama_context_params")
+    assert record is not None
+    for target, layout in record.layouts.items():
+        shifted = [d for d in moved.values() if target in d.targets]
+        assert shifted, target
+        for detail in shifted:
+            new = layout.field(detail.name)
+            assert new is not None and detail.new == str(new.offset)
+    assert "n_threads" in moved
+    assert any(d.what == "size" for d in params.details)
+
+    model = _change(mtp_diff, "struct", "llama_model_params")
+    assert "load_mtp" in {d.name for d in model.details if d.what == "field added"}
+
+
+def test_markdown_and_json_name_every_mtp_change(mtp_diff: ApiDiff) -> None:
+    markdown = render_markdown(mtp_diff)
+    for name in ("llama_context_type", "ctx_type", "n_rs_seq", "load_mtp", "llama_n_rs_seq"):
+        assert f"`{name}`" in markdown, name
+    assert "ABI-breaking" in markdown and "field moved" in markdown
+    data = json.loads(render_json(mtp_diff))
+    assert data["breaking"] is True
+    names = {c["name"] for c in data["changes"]}
+    assert {"llama_context_type", "llama_context_params", "llama_model_params"} <= names
+    assert "llama_n_rs_seq" in names
+
+
+def test_identical_inputs_give_no_changes(api_b11312: Interface) -> None:
+    assert compare(api_b11312, api_b11312).changes == ()
+
+
+def test_enum_renumbering_is_breaking_and_addition_is_not(api_b11312: Interface) -> None:
+    enum = api_b11312.enum("llama_context_type")
+    assert enum is not None
+    renumbered = replace(enum, members=(enum.members[0], replace(enum.members[1], value=5)))
+    extended = replace(enum, members=(*enum.members, EnumMember("LLAMA_CONTEXT_TYPE_X", 2)))
+    for edited, breaking in ((renumbered, True), (extended, False)):
+        enums = tuple(edited if e.name == enum.name else e for e in api_b11312.enums)
+        other = replace(api_b11312, enums=enums, _index={})
+        change = _change(compare(api_b11312, other), "enum", "llama_context_type")
+        assert change.breaking is breaking
+
+
+def test_function_removal_is_breaking(api_b11312: Interface) -> None:
+    functions = tuple(f for f in api_b11312.functions if f.name != "llama_n_rs_seq")
+    smaller = replace(api_b11312, functions=functions, _index={})
+    change = _change(compare(api_b11312, smaller), "function", "llama_n_rs_seq")
+    assert change.action == "removed" and change.breaking
+
+
+def test_cli_diff_tree_against_generated_package(
+    tree_63d93d1: Path, api_b11312: Interface, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    package = emit_package(api_b11312, tmp_path / "gen").package_dir
+    report = tmp_path / "diff.json"
+    code = main(["diff", str(tree_63d93d1), str(package), "--json", str(report)])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "`llama_n_rs_seq`" in out
+    data = json.loads(report.read_text(encoding="utf-8"))
+    assert data["new"]["commit"] == api_b11312.source.commit
+    assert main(["diff", str(package / "ir.json"), str(package), "--json", str(report),
+                 "--fail-on-breaking"]) == 0  # fmt: skip
+    assert main(["diff", str(tree_63d93d1), str(package / "ir.json"), "--json", str(report),
+                 "--fail-on-breaking"]) == 3  # fmt: skip

@@ -1,0 +1,217 @@
+"""The emitted package: deterministic bytes, committed output up to date, enums equal clang's
+values, stubs pass mypy --strict, the code passes ruff, and the manifest keeps its contract."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from generator.emit import PACKAGE_NAME, emit_package
+from generator.ir import Interface
+from generator.parse import ParseOptions, default_wrapper_header, parse_interface, tree_source
+from generator.paths import repo_root
+from tests.gen.conftest import FAKE_WRAPPER
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+
+
+def _copy_headers(tree: Path, dest: Path) -> Path:
+    """The parts of a tree the parser reads, at another path."""
+    shutil.copytree(tree / "include", dest / "include")
+    shutil.copytree(tree / "ggml" / "include", dest / "ggml" / "include")
+    shutil.copy2(tree / ".llama-bindgen-tree.json", dest / ".llama-bindgen-tree.json")
+    return dest
+
+
+@pytest.fixture(scope="module")
+def package(tmp_path_factory: pytest.TempPathFactory, api_b11312_wrapper: Interface) -> Path:
+    out = tmp_path_factory.mktemp("emit")
+    return emit_package(api_b11312_wrapper, out).package_dir
+
+
+def test_generation_is_deterministic_across_runs_and_paths(
+    tree_b11312: Path, tmp_path: Path
+) -> None:
+    moved = _copy_headers(tree_b11312, tmp_path / "elsewhere" / "llama.cpp")
+    outputs = []
+    for index, tree in enumerate((tree_b11312, tree_b11312, moved)):
+        wrapper = tmp_path / f"wrapper{index}" / FAKE_WRAPPER.name
+        wrapper.parent.mkdir()
+        shutil.copy2(FAKE_WRAPPER, wrapper)
+        api = parse_interface(ParseOptions(tree, wrapper_header=wrapper), tree_source(tree))
+        outputs.append(_files(emit_package(api, tmp_path / f"out{index}").package_dir))
+    assert outputs[0] == outputs[1] == outputs[2]
+    for name, data in outputs[0].items():
+        assert str(tmp_path).encode() not in data, name
+        assert str(tree_b11312).encode() not in data, name
+
+
+def test_committed_output_is_what_generate_makes(tree_b11312: Path, tmp_path: Path) -> None:
+    committed = repo_root() / "generated" / PACKAGE_NAME
+    assert committed.is_dir(), "generated/llama_bindings is missing: run llama-bindgen generate"
+    options = ParseOptions(tree_b11312, wrapper_header=default_wrapper_header(repo_root()))
+    fresh = emit_package(parse_interface(options, tree_source(tree_b11312)), tmp_path)
+    expected = _files(fresh.package_dir)
+    actual = {k: v for k, v in _files(committed).items() if not k.startswith("lib/")}
+    assert actual.keys() == expected.keys()
+    stale = [name for name in expected if actual[name] != expected[name]]
+    assert not stale, f"stale files in generated/{PACKAGE_NAME}: {stale}; rerun generate"
+
+
+def test_header_names_version_tag_and_commit(package: Path, api_b11312_wrapper: Interface) -> None:
+    from generator import __version__
+
+    for name in ("__init__.py", "_ffi.py", "enums.py", "constants.py", "loader.py", "api.pyi"):
+        head = "\n".join((package / name).read_text(encoding="utf-8").splitlines()[:2])
+        assert __version__ in head and api_b11312_wrapper.source.commit in head, name
+        assert api_b11312_wrapper.source.tag in head, name
+
+
+def _run_python(code: str, cwd: Path) -> str:
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_package_imports_and_enums_equal_clang(package: Path) -> None:
+    code = textwrap.dedent(
+        """
+        import json
+        from pathlib import Path
+        import llama_bindings
+        from llama_bindings import enums, constants, ffi
+        ir = json.loads(Path(llama_bindings.__file__).with_name("ir.json").read_text())
+        checked = 0
+        for enum in ir["enums"]:
+            cls = getattr(enums, enum["name"])
+            for member in enum["members"]:
+                assert getattr(enums, member["name"]) == member["value"], member["name"]
+                assert getattr(enums, member["name"]) in list(cls), member["name"]
+                checked += 1
+        for constant in ir["constants"]:
+            assert getattr(constants, constant["name"]) == constant["value"]
+        assert enums.llama_context_type.MTP == 1
+        assert ffi.offsetof("struct llama_context_params", "ctx_type") >= 0
+        print(checked)
+        """
+    )
+    checked = int(_run_python(code, package.parent).strip())
+    assert checked > 100
+
+
+def test_generated_python_passes_ruff(package: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--no-cache", "--config",
+         str(repo_root() / "pyproject.toml"), str(package)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_stubs_pass_mypy_strict(package: Path) -> None:
+    program = package.parent / "use_bindings.py"
+    program.write_text(
+        textwrap.dedent(
+            """
+            from __future__ import annotations
+
+            from llama_bindings import constants, load
+            from llama_bindings.api import llama_context_params
+            from llama_bindings.enums import llama_context_type
+
+
+            def configure(params: llama_context_params) -> None:
+                params.n_ctx = 4096
+                params.ctx_type = llama_context_type.MTP
+                params.n_rs_seq = 2
+
+
+            def main() -> int:
+                libs = load()
+                params = libs.llama.llama_context_default_params()
+                configure(params)
+                n: int = libs.llama.llama_n_rs_seq(libs.ffi.NULL)
+                model_params = libs.llama.llama_model_default_params()
+                model_params.load_mtp = True
+                if libs.llama_mtp is not None:
+                    mtp_params = libs.llama_mtp.llama_mtp_default_params()
+                    mtp_params.n_draft = 3
+                size: int = libs.ggml.ggml_type_size(0)
+                return n + size + constants.GGML_MAX_DIMS
+            """
+        ),
+        encoding="utf-8",
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "use_bindings.py",
+         PACKAGE_NAME],
+        cwd=package.parent, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_stubs_catch_type_errors(package: Path) -> None:
+    """The stubs are not Any: a wrong field type and an unknown function are errors."""
+    program = package.parent / "misuse_bindings.py"
+    program.write_text(
+        textwrap.dedent(
+            """
+            from llama_bindings import load
+
+            libs = load()
+            params = libs.llama.llama_context_default_params()
+            params.n_rs_seq = "two"
+            libs.llama.llama_no_such_function()
+            """
+        ),
+        encoding="utf-8",
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "misuse_bindings.py"],
+        cwd=package.parent, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert "n_rs_seq" in result.stdout or "str" in result.stdout
+    assert "llama_no_such_function" in result.stdout
+
+
+def test_manifest_contract(package: Path, api_b11312_wrapper: Interface) -> None:
+    manifest = json.loads((package / "abi_manifest.json").read_text(encoding="utf-8"))
+    for key in ("generator_version", "tag", "commit", "digest", "targets", "functions"):
+        assert key in manifest
+    assert manifest["commit"] == api_b11312_wrapper.source.commit
+    host = manifest["targets"]["x86_64-linux-gnu"]
+    params = host["structs"]["llama_context_params"]
+    record = api_b11312_wrapper.record("llama_context_params")
+    assert record is not None
+    layout = record.layouts["x86_64-linux-gnu"]
+    assert params["size"] == layout.size and params["align"] == layout.align
+    offsets = {f["name"]: f["offset"] for f in params["fields"]}
+    assert offsets["ctx_type"] == layout.field("ctx_type").offset  # type: ignore[union-attr]
+    assert host["enums"]["llama_context_type"]["size"] == 4
+    names = [f["name"] for f in manifest["functions"]]
+    assert names == sorted(names)
+    libraries = {f["name"]: f["library"] for f in manifest["functions"]}
+    assert libraries["llama_n_rs_seq"] == "llama"
+    assert libraries["ggml_add"] == "ggml"
+    assert libraries["llama_mtp_init"] == "llama_mtp"
+    assert all("/" not in f["header"] and "\\\\" not in f["header"] for f in manifest["functions"])
+
+
+def test_report_lists_what_is_not_bound(package: Path) -> None:
+    report = (package / "GENERATION_REPORT.md").read_text(encoding="utf-8")
+    assert "`ggml_abort`" in report and "variadic" in report

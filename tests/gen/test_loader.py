@@ -1,0 +1,108 @@
+"""The emitted loader against real (tiny) shared libraries built here with the C compiler."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from generator.emit import emit_package
+from generator.ir import Interface
+
+
+def _compiler() -> str:
+    found = shutil.which("cc") or shutil.which("gcc")
+    if found is None:
+        pytest.fail("a C compiler (cc) is needed to build stand-in libraries for the loader test")
+    return found
+
+
+def _shared_library(folder: Path, name: str, source: str) -> None:
+    src = folder / f"{name}.c"
+    src.write_text(source, encoding="utf-8")
+    subprocess.run(
+        [_compiler(), "-shared", "-fPIC", "-o", str(folder / name), str(src)], check=True
+    )
+    src.unlink()
+
+
+@pytest.fixture(scope="module")
+def package(tmp_path_factory: pytest.TempPathFactory, api_b11312_wrapper: Interface) -> Path:
+    return emit_package(api_b11312_wrapper, tmp_path_factory.mktemp("loader")).package_dir
+
+
+@pytest.fixture(scope="module")
+def lib_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if sys.platform != "linux":
+        pytest.fail("the stand-in libraries are built for Linux; add a recipe for this platform")
+    folder = tmp_path_factory.mktemp("libs")
+    _shared_library(folder, "libggml-base.so", "unsigned long ggml_type_size(int t) { return 4; }")
+    _shared_library(folder, "libggml-cpu.so", "int ggml_cpu_has_avx(void) { return 1; }")
+    _shared_library(folder, "libggml.so", "int ggml_backend_reg_count_stub(void) { return 0; }")
+    _shared_library(folder, "libllama.so", "unsigned llama_n_rs_seq(const void *c) { return 7; }")
+    return folder
+
+
+def _run(
+    package: Path, code: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    full_env = {k: v for k, v in os.environ.items() if k != "LLAMA_BINDGEN_LIB_DIR"}
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        cwd=package.parent, env=full_env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+
+
+def test_load_from_explicit_path_without_wrapper(package: Path, lib_dir: Path) -> None:
+    result = _run(
+        package,
+        f"""
+        import llama_bindings
+        libs = llama_bindings.load({str(lib_dir)!r})
+        assert libs.llama_mtp is None
+        print(libs.llama.llama_n_rs_seq(libs.ffi.NULL), libs.ggml.ggml_type_size(0),
+              libs.ggml.ggml_cpu_has_avx())
+        """,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["7", "4", "1"]
+
+
+def test_environment_variable_and_wrapper(package: Path, lib_dir: Path, tmp_path: Path) -> None:
+    with_mtp = tmp_path / "with_mtp"
+    shutil.copytree(lib_dir, with_mtp)
+    _shared_library(with_mtp, "libllama_mtp.so", "void llama_mtp_free(void *m) { }")
+    result = _run(
+        package,
+        """
+        import llama_bindings
+        libs = llama_bindings.load()
+        assert libs.llama_mtp is not None
+        libs.llama_mtp.llama_mtp_free(libs.ffi.NULL)
+        print(libs.lib_dir)
+        """,
+        {"LLAMA_BINDGEN_LIB_DIR": str(with_mtp)},
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(with_mtp)
+
+
+def test_package_lib_folder_is_the_fallback(package: Path) -> None:
+    result = _run(
+        package,
+        """
+        import llama_bindings
+        try:
+            llama_bindings.load()
+        except llama_bindings.LibraryNotFoundError as exc:
+            print(exc)
+        """,
+    )
+    assert result.returncode == 0, result.stderr
+    assert str(package / "lib") in result.stdout
