@@ -158,6 +158,8 @@ class _Collector:
         for child in walk(cursor):
             if child.kind in _RECORD_KINDS and not child.is_anonymous():
                 self.record(child, header)
+            elif child.kind == CursorKind.ENUM_DECL:
+                self.enum(child, header)
         if cursor.is_anonymous():
             return
         name = cursor.spelling

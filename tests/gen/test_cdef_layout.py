@@ -11,6 +11,9 @@ from generator.emit.cdef import Cdef, build_cdef
 from generator.ir import Interface
 from tests.gen.host import host_triple
 
+# cffi warns when it has to guess (e.g. an enum it never saw defined): that is a failure
+pytestmark = pytest.mark.filterwarnings("error")
+
 
 def _ffi(cdef: Cdef) -> Any:
     ffi = cffi.FFI()
