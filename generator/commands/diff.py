@@ -42,6 +42,15 @@ def register(subparsers: Any) -> None:
         help="extra target triple when parsing trees",
     )
     parser.add_argument(
+        "--wrapper",
+        choices=("auto", "include", "exclude"),
+        default="auto",
+        help=(
+            "compare the llama_mtp wrapper's declarations too: auto = only when both sides "
+            "have them (default)"
+        ),
+    )
+    parser.add_argument(
         "--fail-on-breaking",
         action="store_true",
         help="exit with status 3 when any change is ABI-breaking",
@@ -84,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     old, old_label = load_side(args.old, targets)
     print(f"diff: loading {args.new}", file=sys.stderr)
     new, new_label = load_side(args.new, targets)
-    result = compare(old, new, old_label, new_label)
+    result = compare(old, new, old_label, new_label, wrapper=args.wrapper)
     markdown = render_markdown(result)
     try:
         args.json.write_text(render_json(result), encoding="utf-8")

@@ -3,13 +3,38 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TypeVar
+from dataclasses import replace
+from typing import Literal, TypeVar
 
 from generator.diff.model import ApiDiff, Change, Detail, Side
 from generator.ir import Enum, Function, Interface, Record, Typedef
 from generator.ir.record import FieldLayout, RecordLayout
 
 T = TypeVar("T")
+WrapperScope = Literal["auto", "include", "exclude"]
+WRAPPER_LIBRARY = "llama_mtp"
+
+
+def wrapper_headers(api: Interface) -> set[str]:
+    """Headers that declare functions of the llama_mtp wrapper."""
+    return {f.header for f in api.functions if f.library == WRAPPER_LIBRARY}
+
+
+def without_wrapper(api: Interface) -> Interface:
+    """``api`` minus everything the wrapper headers declare."""
+    drop = wrapper_headers(api)
+    if not drop:
+        return api
+    return replace(
+        api,
+        headers=tuple(h for h in api.headers if h not in drop),
+        functions=tuple(f for f in api.functions if f.header not in drop),
+        records=tuple(r for r in api.records if r.header not in drop),
+        enums=tuple(e for e in api.enums if e.header not in drop),
+        typedefs=tuple(t for t in api.typedefs if t.header not in drop),
+        constants=tuple(c for c in api.constants if c.header not in drop),
+        skipped_macros=tuple(m for m in api.skipped_macros if m.header not in drop),
+    )
 
 
 def _by_name(items: Iterable[T], name: Callable[[T], str]) -> dict[str, T]:
@@ -311,9 +336,26 @@ def side_of(api: Interface, label: str) -> Side:
     return Side(api.source.tag, api.source.commit, api.source.digest, label)
 
 
-def compare(old: Interface, new: Interface, old_label: str = "", new_label: str = "") -> ApiDiff:
+def compare(
+    old: Interface,
+    new: Interface,
+    old_label: str = "",
+    new_label: str = "",
+    wrapper: WrapperScope = "auto",
+) -> ApiDiff:
     """Every difference between two IRs, each classified ABI-breaking or compatible. Layouts
-    are compared on the targets both IRs have."""
+    are compared on the targets both IRs have. The llama_mtp wrapper's declarations take part
+    when ``wrapper`` is ``include``, or ``auto`` and both sides have them."""
+    notes: list[str] = []
+    old_has, new_has = bool(wrapper_headers(old)), bool(wrapper_headers(new))
+    if wrapper == "exclude" or (wrapper == "auto" and old_has != new_has):
+        if old_has or new_has:
+            notes.append(
+                "llama_mtp wrapper declarations are left out of this comparison "
+                f"(old has them: {'yes' if old_has else 'no'}, "
+                f"new has them: {'yes' if new_has else 'no'})"
+            )
+        old, new = without_wrapper(old), without_wrapper(new)
     targets = tuple(t for t in new.targets if t in old.targets)
     changes = [
         *_functions(old, new),
@@ -327,4 +369,5 @@ def compare(old: Interface, new: Interface, old_label: str = "", new_label: str 
         side_of(new, new_label or new.source.tag or new.source.commit[:7]),
         targets,
         tuple(changes),
+        tuple(notes),
     )

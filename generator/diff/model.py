@@ -76,6 +76,7 @@ class ApiDiff:
     new: Side
     targets: tuple[str, ...]
     changes: tuple[Change, ...]
+    notes: tuple[str, ...] = ()
 
     @property
     def breaking(self) -> bool:
@@ -89,6 +90,7 @@ class ApiDiff:
             "breaking": self.breaking,
             "summary": summary(self.changes),
             "changes": [c.to_json() for c in self.changes],
+            "notes": list(self.notes),
         }
 
 

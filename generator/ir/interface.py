@@ -63,9 +63,10 @@ class Interface:
     typedefs: tuple[Typedef, ...] = ()
     constants: tuple[Constant, ...] = ()
     skipped_macros: tuple[SkippedMacro, ...] = ()
-    _index: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    _index: dict[str, Any] = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "_index", {})
         for kind, items in (
             ("function", self.functions),
             ("record", self.records),

@@ -31,7 +31,7 @@ def run(
     options: ParseOptions, target: str, macros: list[str], deprecated: list[str]
 ) -> ProbeResult:
     entry = options.entry_text()
-    lines = [entry.rstrip("\n")]
+    lines = entry.rstrip("\n").splitlines()
     macro_lines: dict[int, str] = {}
     for i, name in enumerate(macros):
         lines.append(f"enum {{ {_CONST_PREFIX}{i} = ({name}) }};")
@@ -39,7 +39,8 @@ def run(
     for i, name in enumerate(deprecated):
         lines.append(f"static void *__llama_bindgen_use_{i} = (void *)&{name};")
     text = "\n".join(lines) + "\n"
-    args = [*options.clang_args(target), "-Wdeprecated-declarations", "-Wno-pedantic"]
+    # no error limit: each macro that is not a constant must report its own error
+    args = [*options.clang_args(target), "-ferror-limit=0", "-Wdeprecated-declarations"]
     tu = parse(PROBE_NAME, text, args, detailed=False)
     result = ProbeResult()
     failed: dict[str, str] = {}

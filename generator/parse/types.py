@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from generator.ir.ctype import CType
+from generator.ir.ctype import CType, CTypeKind
 from generator.parse.clang_api import Type, TypeKind, location_file
 from generator.parse.options import freestanding_dir
 
@@ -53,17 +53,17 @@ def convert(ctype: Type) -> CType:
         return CType("typedef", name, const)
     if kind in (TypeKind.RECORD, TypeKind.ENUM):
         decl = ctype.get_declaration()
-        tag: str
+        tag: CTypeKind
         if kind == TypeKind.ENUM:
             tag = "enum"
         else:
             tag = "union" if decl.kind.name == "UNION_DECL" else "struct"
         if decl.is_anonymous():
-            return CType(tag, "", const)  # type: ignore[arg-type]
+            return CType(tag, "", const)
         spelled = ctype.get_canonical().spelling.removeprefix("const ").strip()
         if not spelled.startswith(f"{tag} "):
             return CType("typedef", decl.spelling, const)  # typedef struct { ... } name;
-        return CType(tag, decl.spelling, const)  # type: ignore[arg-type]
+        return CType(tag, decl.spelling, const)
     if kind == TypeKind.POINTER:
         return CType.pointer(convert(ctype.get_pointee()), const)
     if kind == TypeKind.CONSTANTARRAY:

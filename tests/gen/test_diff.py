@@ -76,14 +76,14 @@ def test_enum_renumbering_is_breaking_and_addition_is_not(api_b11312: Interface)
     extended = replace(enum, members=(*enum.members, EnumMember("LLAMA_CONTEXT_TYPE_X", 2)))
     for edited, breaking in ((renumbered, True), (extended, False)):
         enums = tuple(edited if e.name == enum.name else e for e in api_b11312.enums)
-        other = replace(api_b11312, enums=enums, _index={})
+        other = replace(api_b11312, enums=enums)
         change = _change(compare(api_b11312, other), "enum", "llama_context_type")
         assert change.breaking is breaking
 
 
 def test_function_removal_is_breaking(api_b11312: Interface) -> None:
     functions = tuple(f for f in api_b11312.functions if f.name != "llama_n_rs_seq")
-    smaller = replace(api_b11312, functions=functions, _index={})
+    smaller = replace(api_b11312, functions=functions)
     change = _change(compare(api_b11312, smaller), "function", "llama_n_rs_seq")
     assert change.action == "removed" and change.breaking
 
@@ -103,3 +103,15 @@ def test_cli_diff_tree_against_generated_package(
                  "--fail-on-breaking"]) == 0  # fmt: skip
     assert main(["diff", str(tree_63d93d1), str(package / "ir.json"), "--json", str(report),
                  "--fail-on-breaking"]) == 3  # fmt: skip
+
+
+def test_wrapper_on_one_side_only_is_left_out(
+    api_b11312: Interface, api_b11312_wrapper: Interface
+) -> None:
+    auto = compare(api_b11312, api_b11312_wrapper)
+    assert auto.changes == () and auto.notes
+    included = compare(api_b11312, api_b11312_wrapper, wrapper="include")
+    added = {c.name for c in included.changes if c.action == "added"}
+    assert {"llama_mtp_init", "llama_mtp_params", "llama_mtp_status"} <= added
+    both = compare(api_b11312_wrapper, api_b11312_wrapper)
+    assert both.changes == () and not both.notes
