@@ -36,7 +36,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--markdown", type=Path, default=None, help="also write the Markdown here")
     parser.add_argument(
         "--target",
-        action="append",
+        action="extend",
+        nargs="+",
         default=[],
         metavar="TRIPLE",
         help="extra target triple when parsing trees",

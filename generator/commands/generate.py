@@ -37,7 +37,8 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--target",
-        action="append",
+        action="extend",
+        nargs="+",
         default=[],
         metavar="TRIPLE",
         help=f"extra target triple for layouts (always: {', '.join(DEFAULT_TARGETS)})",
