@@ -739,7 +739,7 @@ class LlamaLibrary:
         """
 
     def llama_chat_builtin_templates(self, output: CData, len: int, /) -> int:
-        """``int32_t llama_chat_builtin_templates(const char * * output, size_t len)`` (llama.h)
+        """``int32_t llama_chat_builtin_templates(const char ** output, size_t len)`` (llama.h)
 
         Get list of built-in chat templates
         """
@@ -949,7 +949,7 @@ class LlamaLibrary:
         """
 
     def llama_log_get(self, log_callback: CData, user_data: CData, /) -> None:
-        """``void llama_log_get(ggml_log_callback * log_callback, void * * user_data)`` (llama.h)
+        """``void llama_log_get(ggml_log_callback * log_callback, void ** user_data)`` (llama.h)
 
         Set callback for all future logging events.
         If this is not called, or NULL is supplied, everything is output on stderr.
@@ -1138,7 +1138,7 @@ class LlamaLibrary:
         """
 
     def llama_model_load_from_splits(self, paths: CData, n_paths: int, params: llama_model_params, /) -> CData:
-        """``struct llama_model * llama_model_load_from_splits(const char * * paths, size_t n_paths, struct llama_model_params params)`` (llama.h)
+        """``struct llama_model * llama_model_load_from_splits(const char ** paths, size_t n_paths, struct llama_model_params params)`` (llama.h)
 
         Load a model from multiple splits (support custom naming scheme)
         The paths must be in the correct order
@@ -1468,7 +1468,7 @@ class LlamaLibrary:
         """
 
     def llama_sampler_init_dry(self, vocab: CData, dry_multiplier: float | int, dry_base: float | int, dry_allowed_length: int, dry_penalty_last_n: int, seq_breakers: CData, num_breakers: int, /) -> CData:
-        """``struct llama_sampler * llama_sampler_init_dry(const struct llama_vocab * vocab, float dry_multiplier, float dry_base, int32_t dry_allowed_length, int32_t dry_penalty_last_n, const char * * seq_breakers, size_t num_breakers)`` (llama.h)
+        """``struct llama_sampler * llama_sampler_init_dry(const struct llama_vocab * vocab, float dry_multiplier, float dry_base, int32_t dry_allowed_length, int32_t dry_penalty_last_n, const char ** seq_breakers, size_t num_breakers)`` (llama.h)
 
          @details DRY sampler, designed by p-e-w, as described in: https://github.com/oobabooga/text-generation-webui/pull/5677, porting Koboldcpp implementation authored by pi6am: https://github.com/LostRuins/koboldcpp/pull/982
         """
@@ -1483,13 +1483,13 @@ class LlamaLibrary:
         """
 
     def llama_sampler_init_grammar_lazy(self, vocab: CData, grammar_str: bytes | CData, grammar_root: bytes | CData, trigger_words: CData, num_trigger_words: int, trigger_tokens: CData, num_trigger_tokens: int, /) -> CData:
-        """``struct llama_sampler * llama_sampler_init_grammar_lazy(const struct llama_vocab * vocab, const char * grammar_str, const char * grammar_root, const char * * trigger_words, size_t num_trigger_words, const llama_token * trigger_tokens, size_t num_trigger_tokens)`` (llama.h)
+        """``struct llama_sampler * llama_sampler_init_grammar_lazy(const struct llama_vocab * vocab, const char * grammar_str, const char * grammar_root, const char ** trigger_words, size_t num_trigger_words, const llama_token * trigger_tokens, size_t num_trigger_tokens)`` (llama.h)
 
         Deprecated: use llama_sampler_init_grammar_lazy_patterns instead.
         """
 
     def llama_sampler_init_grammar_lazy_patterns(self, vocab: CData, grammar_str: bytes | CData, grammar_root: bytes | CData, trigger_patterns: CData, num_trigger_patterns: int, trigger_tokens: CData, num_trigger_tokens: int, /) -> CData:
-        """``struct llama_sampler * llama_sampler_init_grammar_lazy_patterns(const struct llama_vocab * vocab, const char * grammar_str, const char * grammar_root, const char * * trigger_patterns, size_t num_trigger_patterns, const llama_token * trigger_tokens, size_t num_trigger_tokens)`` (llama.h)
+        """``struct llama_sampler * llama_sampler_init_grammar_lazy_patterns(const struct llama_vocab * vocab, const char * grammar_str, const char * grammar_root, const char ** trigger_patterns, size_t num_trigger_patterns, const llama_token * trigger_tokens, size_t num_trigger_tokens)`` (llama.h)
 
         @details Lazy grammar sampler, introduced in https://github.com/ggml-org/llama.cpp/pull/9639
         @param trigger_patterns A list of patterns that will trigger the grammar sampler. Pattern will be matched from the start of the generation output, and grammar sampler will be fed content starting from its first match group.
@@ -1652,7 +1652,7 @@ class LlamaLibrary:
         """
 
     def llama_set_adapters_lora(self, ctx: CData, adapters: CData, n_adapters: int, scales: CData, /) -> int:
-        """``int32_t llama_set_adapters_lora(struct llama_context * ctx, struct llama_adapter_lora * * adapters, size_t n_adapters, float * scales)`` (llama.h)
+        """``int32_t llama_set_adapters_lora(struct llama_context * ctx, struct llama_adapter_lora ** adapters, size_t n_adapters, float * scales)`` (llama.h)
 
         Set LoRa adapters on the context. Will only modify if the adapters currently in context are different.
         """
@@ -2613,7 +2613,7 @@ class GgmlLibrary:
         """``int64_t ggml_blck_size(enum ggml_type type)`` (ggml.h)"""
 
     def ggml_build_backward_expand(self, ctx: CData, cgraph: CData, grad_accs: CData, /) -> None:
-        """``void ggml_build_backward_expand(struct ggml_context * ctx, struct ggml_cgraph * cgraph, struct ggml_tensor * * grad_accs)`` (ggml.h)"""
+        """``void ggml_build_backward_expand(struct ggml_context * ctx, struct ggml_cgraph * cgraph, struct ggml_tensor ** grad_accs)`` (ggml.h)"""
 
     def ggml_build_forward_expand(self, cgraph: CData, tensor: CData, /) -> None:
         """``void ggml_build_forward_expand(struct ggml_cgraph * cgraph, struct ggml_tensor * tensor)`` (ggml.h)"""
@@ -2626,7 +2626,7 @@ class GgmlLibrary:
         """
 
     def ggml_build_forward_select(self, cgraph: CData, tensors: CData, n_tensors: int, idx: int, /) -> CData:
-        """``struct ggml_tensor * ggml_build_forward_select(struct ggml_cgraph * cgraph, struct ggml_tensor * * tensors, int n_tensors, int idx)`` (ggml.h)
+        """``struct ggml_tensor * ggml_build_forward_select(struct ggml_cgraph * cgraph, struct ggml_tensor ** tensors, int n_tensors, int idx)`` (ggml.h)
 
         build forward multiple tensors and select one of them for computing
         this is useful for creating graphs that have constant topology but compute different things based on the input
@@ -2948,10 +2948,10 @@ class GgmlLibrary:
         """``struct ggml_tensor * ggml_cumsum(struct ggml_context * ctx, struct ggml_tensor * a)`` (ggml.h)"""
 
     def ggml_custom_4d(self, ctx: CData, type: int, ne0: int, ne1: int, ne2: int, ne3: int, args: CData, n_args: int, fun: CData, n_tasks: int, userdata: CData, /) -> CData:
-        """``struct ggml_tensor * ggml_custom_4d(struct ggml_context * ctx, enum ggml_type type, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3, struct ggml_tensor * * args, int n_args, ggml_custom_op_t fun, int n_tasks, void * userdata)`` (ggml.h)"""
+        """``struct ggml_tensor * ggml_custom_4d(struct ggml_context * ctx, enum ggml_type type, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3, struct ggml_tensor ** args, int n_args, ggml_custom_op_t fun, int n_tasks, void * userdata)`` (ggml.h)"""
 
     def ggml_custom_inplace(self, ctx: CData, a: CData, args: CData, n_args: int, fun: CData, n_tasks: int, userdata: CData, /) -> CData:
-        """``struct ggml_tensor * ggml_custom_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * * args, int n_args, ggml_custom_op_t fun, int n_tasks, void * userdata)`` (ggml.h)"""
+        """``struct ggml_tensor * ggml_custom_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor ** args, int n_args, ggml_custom_op_t fun, int n_tasks, void * userdata)`` (ggml.h)"""
 
     def ggml_cycles(self) -> int:
         """``int64_t ggml_cycles(void)`` (ggml.h)"""
@@ -3403,7 +3403,7 @@ class GgmlLibrary:
         """``struct ggml_tensor * ggml_graph_node(struct ggml_cgraph * cgraph, int i)`` (ggml.h)"""
 
     def ggml_graph_nodes(self, cgraph: CData, /) -> CData:
-        """``struct ggml_tensor * * ggml_graph_nodes(struct ggml_cgraph * cgraph)`` (ggml.h)"""
+        """``struct ggml_tensor ** ggml_graph_nodes(struct ggml_cgraph * cgraph)`` (ggml.h)"""
 
     def ggml_graph_overhead(self) -> int:
         """``size_t ggml_graph_overhead(void)`` (ggml.h)"""
@@ -3585,7 +3585,7 @@ class GgmlLibrary:
         """``struct ggml_tensor * ggml_log(struct ggml_context * ctx, struct ggml_tensor * a)`` (ggml.h)"""
 
     def ggml_log_get(self, log_callback: CData, user_data: CData, /) -> None:
-        """``void ggml_log_get(ggml_log_callback * log_callback, void * * user_data)`` (ggml.h)
+        """``void ggml_log_get(ggml_log_callback * log_callback, void ** user_data)`` (ggml.h)
 
         Set callback for all future logging events.
         If this is not called, or NULL is supplied, everything is output on stderr.
@@ -4883,7 +4883,7 @@ class GgmlLibrary:
         """
 
     def gguf_set_arr_str(self, ctx: CData, key: bytes | CData, data: CData, n: int, /) -> None:
-        """``void gguf_set_arr_str(struct gguf_context * ctx, const char * key, const char * * data, size_t n)`` (gguf.h)
+        """``void gguf_set_arr_str(struct gguf_context * ctx, const char * key, const char ** data, size_t n)`` (gguf.h)
 
         creates a new array with n strings and copies the corresponding strings from data
         """

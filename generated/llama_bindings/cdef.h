@@ -557,14 +557,14 @@ enum llama_vocab_type {
 };
 
 // ---- types ----
-typedef bool (* ggml_abort_callback)(void *);
-typedef void (* ggml_abort_callback_t)(const char *);
+typedef bool (*ggml_abort_callback)(void *);
+typedef void (*ggml_abort_callback_t)(const char *);
 typedef struct ggml_backend_buffer * ggml_backend_buffer_t;
 typedef struct ggml_backend_buffer_type * ggml_backend_buffer_type_t;
-typedef bool (* ggml_backend_comm_allreduce_tensor_t)(void *, struct ggml_tensor * *);
-typedef void (* ggml_backend_comm_free_t)(void *);
+typedef bool (*ggml_backend_comm_allreduce_tensor_t)(void *, struct ggml_tensor **);
+typedef void (*ggml_backend_comm_free_t)(void *);
 typedef struct ggml_backend * ggml_backend_t;
-typedef void * (* ggml_backend_comm_init_t)(ggml_backend_t *, size_t);
+typedef void * (*ggml_backend_comm_init_t)(ggml_backend_t *, size_t);
 struct ggml_backend_dev_caps {
     bool async;
     bool host_buffer;
@@ -573,7 +573,7 @@ struct ggml_backend_dev_caps {
     bool mmap_support;
 };
 typedef struct ggml_backend_device * ggml_backend_dev_t;
-typedef ggml_backend_buffer_type_t * (* ggml_backend_dev_get_extra_bufts_t)(ggml_backend_dev_t);
+typedef ggml_backend_buffer_type_t * (*ggml_backend_dev_get_extra_bufts_t)(ggml_backend_dev_t);
 struct ggml_backend_dev_props {
     const char * name;
     const char * description;
@@ -583,14 +583,14 @@ struct ggml_backend_dev_props {
     const char * device_id;
     struct ggml_backend_dev_caps caps;
 };
-typedef bool (* ggml_backend_eval_callback)(int, struct ggml_tensor *, struct ggml_tensor *, void *);
+typedef bool (*ggml_backend_eval_callback)(int, struct ggml_tensor *, struct ggml_tensor *, void *);
 typedef struct ggml_backend_event * ggml_backend_event_t;
 struct ggml_backend_feature {
     const char * name;
     const char * value;
 };
 typedef struct ggml_backend_reg * ggml_backend_reg_t;
-typedef struct ggml_backend_feature * (* ggml_backend_get_features_t)(ggml_backend_reg_t);
+typedef struct ggml_backend_feature * (*ggml_backend_get_features_t)(ggml_backend_reg_t);
 struct ggml_backend_graph_copy {
     ggml_backend_buffer_t buffer;
     struct ggml_context * ctx_allocated;
@@ -598,18 +598,18 @@ struct ggml_backend_graph_copy {
     struct ggml_cgraph * graph;
 };
 typedef void * ggml_backend_graph_plan_t;
-typedef struct ggml_backend_meta_split_state (* ggml_backend_meta_get_split_state_t)(const struct ggml_tensor *, void *);
+typedef struct ggml_backend_meta_split_state (*ggml_backend_meta_get_split_state_t)(const struct ggml_tensor *, void *);
 struct ggml_backend_meta_split_state {
     enum ggml_backend_meta_split_axis axis;
     int64_t ne[256];
     uint32_t nr[16];
     uint32_t n_segments;
 };
-typedef bool (* ggml_backend_sched_eval_callback)(struct ggml_tensor *, bool, void *);
+typedef bool (*ggml_backend_sched_eval_callback)(struct ggml_tensor *, bool, void *);
 typedef struct ggml_backend_sched * ggml_backend_sched_t;
-typedef void (* ggml_backend_set_abort_callback_t)(ggml_backend_t, ggml_abort_callback, void *);
-typedef void (* ggml_backend_set_n_threads_t)(ggml_backend_t, int);
-typedef ggml_backend_buffer_type_t (* ggml_backend_split_buffer_type_t)(int, const float *);
+typedef void (*ggml_backend_set_abort_callback_t)(ggml_backend_t, ggml_abort_callback, void *);
+typedef void (*ggml_backend_set_n_threads_t)(ggml_backend_t, int);
+typedef ggml_backend_buffer_type_t (*ggml_backend_split_buffer_type_t)(int, const float *);
 typedef struct {
     uint16_t bits;
 } ggml_bf16_t;
@@ -622,12 +622,12 @@ struct ggml_cplan {
     void * abort_callback_data;
     bool use_ref;
 };
-typedef void (* ggml_custom1_op_t)(struct ggml_tensor *, const struct ggml_tensor *, int, int, void *);
-typedef void (* ggml_custom2_op_t)(struct ggml_tensor *, const struct ggml_tensor *, const struct ggml_tensor *, int, int, void *);
-typedef void (* ggml_custom3_op_t)(struct ggml_tensor *, const struct ggml_tensor *, const struct ggml_tensor *, const struct ggml_tensor *, int, int, void *);
-typedef void (* ggml_custom_op_t)(struct ggml_tensor *, int, int, void *);
+typedef void (*ggml_custom1_op_t)(struct ggml_tensor *, const struct ggml_tensor *, int, int, void *);
+typedef void (*ggml_custom2_op_t)(struct ggml_tensor *, const struct ggml_tensor *, const struct ggml_tensor *, int, int, void *);
+typedef void (*ggml_custom3_op_t)(struct ggml_tensor *, const struct ggml_tensor *, const struct ggml_tensor *, const struct ggml_tensor *, int, int, void *);
+typedef void (*ggml_custom_op_t)(struct ggml_tensor *, int, int, void *);
 typedef uint16_t ggml_fp16_t;
-typedef void (* ggml_from_float_t)(const float *, void *, int64_t);
+typedef void (*ggml_from_float_t)(const float *, void *, int64_t);
 typedef struct ggml_gallocr * ggml_gallocr_t;
 typedef uint8_t ggml_guid[16];
 typedef ggml_guid * ggml_guid_t;
@@ -636,12 +636,12 @@ struct ggml_init_params {
     void * mem_buffer;
     bool no_alloc;
 };
-typedef void (* ggml_log_callback)(enum ggml_log_level, const char *, void *);
+typedef void (*ggml_log_callback)(enum ggml_log_level, const char *, void *);
 typedef struct ggml_opt_context * ggml_opt_context_t;
 typedef struct ggml_opt_dataset * ggml_opt_dataset_t;
 typedef struct ggml_opt_result * ggml_opt_result_t;
-typedef void (* ggml_opt_epoch_callback)(bool, ggml_opt_context_t, ggml_opt_dataset_t, ggml_opt_result_t, int64_t, int64_t, int64_t);
-typedef struct ggml_opt_optimizer_params (* ggml_opt_get_optimizer_params)(void *);
+typedef void (*ggml_opt_epoch_callback)(bool, ggml_opt_context_t, ggml_opt_dataset_t, ggml_opt_result_t, int64_t, int64_t, int64_t);
+typedef struct ggml_opt_optimizer_params (*ggml_opt_get_optimizer_params)(void *);
 struct ggml_opt_optimizer_params {
     struct {
         float alpha;
@@ -698,7 +698,7 @@ struct ggml_threadpool_params {
     bool paused;
 };
 typedef struct ggml_threadpool * ggml_threadpool_t;
-typedef void (* ggml_to_float_t)(const void *, float *, int64_t);
+typedef void (*ggml_to_float_t)(const void *, float *, int64_t);
 struct ggml_type_traits {
     const char * type_name;
     int64_t blck_size;
@@ -708,7 +708,7 @@ struct ggml_type_traits {
     ggml_to_float_t to_float;
     ggml_from_float_t from_float_ref;
 };
-typedef void (* ggml_vec_dot_t)(int, float *, size_t, const void *, size_t, const void *, size_t, int);
+typedef void (*ggml_vec_dot_t)(int, float *, size_t, const void *, size_t, const void *, size_t, int);
 struct ggml_type_traits_cpu {
     ggml_from_float_t from_float;
     ggml_vec_dot_t vec_dot;
@@ -717,9 +717,9 @@ struct ggml_type_traits_cpu {
 };
 struct gguf_init_params {
     bool no_alloc;
-    struct ggml_context * * ctx;
+    struct ggml_context ** ctx;
 };
-typedef size_t (* gguf_reader_callback_t)(void *, void *, uint64_t, size_t);
+typedef size_t (*gguf_reader_callback_t)(void *, void *, uint64_t, size_t);
 typedef int32_t llama_pos;
 typedef int32_t llama_seq_id;
 typedef int32_t llama_token;
@@ -729,7 +729,7 @@ struct llama_batch {
     float * embd;
     llama_pos * pos;
     int32_t * n_seq_id;
-    llama_seq_id * * seq_id;
+    llama_seq_id ** seq_id;
     int8_t * logits;
 };
 typedef struct llama_batch llama_batch;
@@ -803,7 +803,7 @@ struct llama_model_kv_override {
         char val_str[128];
     };
 };
-typedef bool (* llama_progress_callback)(float, void *);
+typedef bool (*llama_progress_callback)(float, void *);
 struct llama_model_params {
     ggml_backend_dev_t * devices;
     const struct llama_model_tensor_buft_override * tensor_buft_overrides;
@@ -841,7 +841,7 @@ struct llama_model_quantize_params {
     size_t max_buf_size;
 };
 typedef struct llama_model_quantize_params llama_model_quantize_params;
-typedef void (* llama_model_set_tensor_data_t)(struct ggml_tensor *, void *);
+typedef void (*llama_model_set_tensor_data_t)(struct ggml_tensor *, void *);
 struct llama_model_tensor_buft_override {
     const char * pattern;
     ggml_backend_buffer_type_t buft;
@@ -850,7 +850,7 @@ struct llama_model_tensor_override {
     const char * pattern;
     enum ggml_type type;
 };
-typedef bool (* llama_opt_param_filter)(const struct ggml_tensor *, void *);
+typedef bool (*llama_opt_param_filter)(const struct ggml_tensor *, void *);
 struct llama_opt_params {
     uint32_t n_ctx_train;
     llama_opt_param_filter param_filter;
@@ -901,18 +901,18 @@ struct llama_token_data_array {
 };
 typedef struct llama_token_data_array llama_token_data_array;
 struct llama_sampler_i {
-    const char * (* name)(const struct llama_sampler *);
-    void (* accept)(struct llama_sampler *, llama_token);
-    void (* apply)(struct llama_sampler *, llama_token_data_array *);
-    void (* reset)(struct llama_sampler *);
-    struct llama_sampler * (* clone)(const struct llama_sampler *);
-    void (* free)(struct llama_sampler *);
-    bool (* backend_init)(struct llama_sampler *, ggml_backend_buffer_type_t, uint32_t);
-    void (* backend_accept)(struct llama_sampler *, struct ggml_context *, struct ggml_cgraph *, struct ggml_tensor *);
-    void (* backend_apply)(struct llama_sampler *, struct ggml_context *, struct ggml_cgraph *, struct llama_sampler_data *);
-    void (* backend_set_input)(struct llama_sampler *);
-    void (* backend_reset)(struct llama_sampler *);
-    void (* copy_state)(const struct llama_sampler *, struct llama_sampler *);
+    const char * (*name)(const struct llama_sampler *);
+    void (*accept)(struct llama_sampler *, llama_token);
+    void (*apply)(struct llama_sampler *, llama_token_data_array *);
+    void (*reset)(struct llama_sampler *);
+    struct llama_sampler * (*clone)(const struct llama_sampler *);
+    void (*free)(struct llama_sampler *);
+    bool (*backend_init)(struct llama_sampler *, ggml_backend_buffer_type_t, uint32_t);
+    void (*backend_accept)(struct llama_sampler *, struct ggml_context *, struct ggml_cgraph *, struct ggml_tensor *);
+    void (*backend_apply)(struct llama_sampler *, struct ggml_context *, struct ggml_cgraph *, struct llama_sampler_data *);
+    void (*backend_set_input)(struct llama_sampler *);
+    void (*backend_reset)(struct llama_sampler *);
+    void (*copy_state)(const struct llama_sampler *, struct llama_sampler *);
 };
 struct llama_sampler_seq_config {
     llama_seq_id seq_id;
@@ -1067,10 +1067,10 @@ enum ggml_status ggml_backend_view_init(struct ggml_tensor * tensor);
 float ggml_bf16_to_fp32(ggml_bf16_t);
 void ggml_bf16_to_fp32_row(const ggml_bf16_t *, float *, int64_t);
 int64_t ggml_blck_size(enum ggml_type type);
-void ggml_build_backward_expand(struct ggml_context * ctx, struct ggml_cgraph * cgraph, struct ggml_tensor * * grad_accs);
+void ggml_build_backward_expand(struct ggml_context * ctx, struct ggml_cgraph * cgraph, struct ggml_tensor ** grad_accs);
 void ggml_build_forward_expand(struct ggml_cgraph * cgraph, struct ggml_tensor * tensor);
 void ggml_build_forward_order(struct ggml_cgraph * cgraph, struct ggml_tensor * tensor);
-struct ggml_tensor * ggml_build_forward_select(struct ggml_cgraph * cgraph, struct ggml_tensor * * tensors, int n_tensors, int idx);
+struct ggml_tensor * ggml_build_forward_select(struct ggml_cgraph * cgraph, struct ggml_tensor ** tensors, int n_tensors, int idx);
 bool ggml_can_repeat(const struct ggml_tensor * t0, const struct ggml_tensor * t1);
 struct ggml_tensor * ggml_cast(struct ggml_context * ctx, struct ggml_tensor * a, enum ggml_type type);
 struct ggml_tensor * ggml_ceil(struct ggml_context * ctx, struct ggml_tensor * a);
@@ -1141,8 +1141,8 @@ struct ggml_tensor * ggml_cpy(struct ggml_context * ctx, struct ggml_tensor * a,
 struct ggml_tensor * ggml_cross_entropy_loss(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
 struct ggml_tensor * ggml_cross_entropy_loss_back(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, struct ggml_tensor * c);
 struct ggml_tensor * ggml_cumsum(struct ggml_context * ctx, struct ggml_tensor * a);
-struct ggml_tensor * ggml_custom_4d(struct ggml_context * ctx, enum ggml_type type, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3, struct ggml_tensor * * args, int n_args, ggml_custom_op_t fun, int n_tasks, void * userdata);
-struct ggml_tensor * ggml_custom_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * * args, int n_args, ggml_custom_op_t fun, int n_tasks, void * userdata);
+struct ggml_tensor * ggml_custom_4d(struct ggml_context * ctx, enum ggml_type type, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3, struct ggml_tensor ** args, int n_args, ggml_custom_op_t fun, int n_tasks, void * userdata);
+struct ggml_tensor * ggml_custom_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor ** args, int n_args, ggml_custom_op_t fun, int n_tasks, void * userdata);
 int64_t ggml_cycles(void);
 int64_t ggml_cycles_per_ms(void);
 struct ggml_tensor * ggml_diag(struct ggml_context * ctx, struct ggml_tensor * a);
@@ -1247,7 +1247,7 @@ struct ggml_tensor * ggml_graph_get_grad_acc(const struct ggml_cgraph * cgraph, 
 struct ggml_tensor * ggml_graph_get_tensor(const struct ggml_cgraph * cgraph, const char * name);
 int ggml_graph_n_nodes(struct ggml_cgraph * cgraph);
 struct ggml_tensor * ggml_graph_node(struct ggml_cgraph * cgraph, int i);
-struct ggml_tensor * * ggml_graph_nodes(struct ggml_cgraph * cgraph);
+struct ggml_tensor ** ggml_graph_nodes(struct ggml_cgraph * cgraph);
 size_t ggml_graph_overhead(void);
 size_t ggml_graph_overhead_custom(size_t size, bool grads);
 struct ggml_cplan ggml_graph_plan(const struct ggml_cgraph * cgraph, int n_threads, struct ggml_threadpool * threadpool);
@@ -1289,7 +1289,7 @@ struct ggml_tensor * ggml_l2_norm_inplace(struct ggml_context * ctx, struct ggml
 struct ggml_tensor * ggml_leaky_relu(struct ggml_context * ctx, struct ggml_tensor * a, float negative_slope, bool inplace);
 struct ggml_tensor * ggml_lightning_indexer(struct ggml_context * ctx, struct ggml_tensor * q, struct ggml_tensor * k, struct ggml_tensor * weights, struct ggml_tensor * mask);
 struct ggml_tensor * ggml_log(struct ggml_context * ctx, struct ggml_tensor * a);
-void ggml_log_get(ggml_log_callback * log_callback, void * * user_data);
+void ggml_log_get(ggml_log_callback * log_callback, void ** user_data);
 struct ggml_tensor * ggml_log_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
 void ggml_log_set(ggml_log_callback log_callback, void * user_data);
 struct ggml_tensor * ggml_map_custom1(struct ggml_context * ctx, struct ggml_tensor * a, ggml_custom1_op_t fun, int n_tasks, void * userdata);
@@ -1566,7 +1566,7 @@ struct gguf_context * gguf_init_from_file(const char * fname, struct gguf_init_p
 struct gguf_context * gguf_init_from_file_ptr(FILE * file, struct gguf_init_params params);
 int64_t gguf_remove_key(struct gguf_context * ctx, const char * key);
 void gguf_set_arr_data(struct gguf_context * ctx, const char * key, enum gguf_type type, const void * data, size_t n);
-void gguf_set_arr_str(struct gguf_context * ctx, const char * key, const char * * data, size_t n);
+void gguf_set_arr_str(struct gguf_context * ctx, const char * key, const char ** data, size_t n);
 void gguf_set_kv(struct gguf_context * ctx, const struct gguf_context * src);
 void gguf_set_tensor_data(struct gguf_context * ctx, const char * name, const void * data);
 void gguf_set_tensor_type(struct gguf_context * ctx, const char * name, enum ggml_type type);
@@ -1615,7 +1615,7 @@ void llama_batch_free(struct llama_batch batch);
 struct llama_batch llama_batch_get_one(llama_token * tokens, int32_t n_tokens);
 struct llama_batch llama_batch_init(int32_t n_tokens, int32_t embd, int32_t n_seq_max);
 int32_t llama_chat_apply_template(const char * tmpl, const struct llama_chat_message * chat, size_t n_msg, bool add_ass, char * buf, int32_t length);
-int32_t llama_chat_builtin_templates(const char * * output, size_t len);
+int32_t llama_chat_builtin_templates(const char ** output, size_t len);
 struct llama_context_params llama_context_default_params(void);
 size_t llama_copy_state_data(struct llama_context * ctx, uint8_t * dst);
 int32_t llama_decode(struct llama_context * ctx, struct llama_batch batch);
@@ -1647,7 +1647,7 @@ enum llama_load_mode llama_load_mode_from_str(const char * str);
 const char * llama_load_mode_name(enum llama_load_mode load_mode);
 struct llama_model * llama_load_model_from_file(const char * path_model, struct llama_model_params params);
 bool llama_load_session_file(struct llama_context * ctx, const char * path_session, llama_token * tokens_out, size_t n_token_capacity, size_t * n_token_count_out);
-void llama_log_get(ggml_log_callback * log_callback, void * * user_data);
+void llama_log_get(ggml_log_callback * log_callback, void ** user_data);
 void llama_log_set(ggml_log_callback log_callback, void * user_data);
 size_t llama_max_devices(void);
 size_t llama_max_parallel_sequences(void);
@@ -1677,7 +1677,7 @@ bool llama_model_is_hybrid(const struct llama_model * model);
 bool llama_model_is_recurrent(const struct llama_model * model);
 struct llama_model * llama_model_load_from_file(const char * path_model, struct llama_model_params params);
 struct llama_model * llama_model_load_from_file_ptr(FILE * file, struct llama_model_params params);
-struct llama_model * llama_model_load_from_splits(const char * * paths, size_t n_paths, struct llama_model_params params);
+struct llama_model * llama_model_load_from_splits(const char ** paths, size_t n_paths, struct llama_model_params params);
 int32_t llama_model_meta_count(const struct llama_model * model);
 int32_t llama_model_meta_key_by_index(const struct llama_model * model, int32_t i, char * buf, size_t buf_size);
 const char * llama_model_meta_key_str(enum llama_model_meta_key key);
@@ -1742,10 +1742,10 @@ uint32_t llama_sampler_get_seed(const struct llama_sampler * smpl);
 struct llama_sampler * llama_sampler_init(struct llama_sampler_i * iface, llama_sampler_context_t ctx);
 struct llama_sampler * llama_sampler_init_adaptive_p(float target, float decay, uint32_t seed);
 struct llama_sampler * llama_sampler_init_dist(uint32_t seed);
-struct llama_sampler * llama_sampler_init_dry(const struct llama_vocab * vocab, float dry_multiplier, float dry_base, int32_t dry_allowed_length, int32_t dry_penalty_last_n, const char * * seq_breakers, size_t num_breakers);
+struct llama_sampler * llama_sampler_init_dry(const struct llama_vocab * vocab, float dry_multiplier, float dry_base, int32_t dry_allowed_length, int32_t dry_penalty_last_n, const char ** seq_breakers, size_t num_breakers);
 struct llama_sampler * llama_sampler_init_grammar(const struct llama_vocab * vocab, const char * grammar_str, const char * grammar_root);
-struct llama_sampler * llama_sampler_init_grammar_lazy(const struct llama_vocab * vocab, const char * grammar_str, const char * grammar_root, const char * * trigger_words, size_t num_trigger_words, const llama_token * trigger_tokens, size_t num_trigger_tokens);
-struct llama_sampler * llama_sampler_init_grammar_lazy_patterns(const struct llama_vocab * vocab, const char * grammar_str, const char * grammar_root, const char * * trigger_patterns, size_t num_trigger_patterns, const llama_token * trigger_tokens, size_t num_trigger_tokens);
+struct llama_sampler * llama_sampler_init_grammar_lazy(const struct llama_vocab * vocab, const char * grammar_str, const char * grammar_root, const char ** trigger_words, size_t num_trigger_words, const llama_token * trigger_tokens, size_t num_trigger_tokens);
+struct llama_sampler * llama_sampler_init_grammar_lazy_patterns(const struct llama_vocab * vocab, const char * grammar_str, const char * grammar_root, const char ** trigger_patterns, size_t num_trigger_patterns, const llama_token * trigger_tokens, size_t num_trigger_tokens);
 struct llama_sampler * llama_sampler_init_greedy(void);
 struct llama_sampler * llama_sampler_init_infill(const struct llama_vocab * vocab);
 struct llama_sampler * llama_sampler_init_logit_bias(int32_t n_vocab, int32_t n_logit_bias, const llama_logit_bias * logit_bias);
@@ -1766,7 +1766,7 @@ llama_token llama_sampler_sample(struct llama_sampler * smpl, struct llama_conte
 bool llama_save_session_file(struct llama_context * ctx, const char * path_session, const llama_token * tokens, size_t n_token_count);
 void llama_set_abort_callback(struct llama_context * ctx, ggml_abort_callback abort_callback, void * abort_callback_data);
 int32_t llama_set_adapter_cvec(struct llama_context * ctx, const float * data, size_t len, int32_t n_embd, int32_t il_start, int32_t il_end);
-int32_t llama_set_adapters_lora(struct llama_context * ctx, struct llama_adapter_lora * * adapters, size_t n_adapters, float * scales);
+int32_t llama_set_adapters_lora(struct llama_context * ctx, struct llama_adapter_lora ** adapters, size_t n_adapters, float * scales);
 void llama_set_causal_attn(struct llama_context * ctx, bool causal_attn);
 void llama_set_embeddings(struct llama_context * ctx, bool embeddings);
 void llama_set_n_threads(struct llama_context * ctx, int32_t n_threads, int32_t n_threads_batch);

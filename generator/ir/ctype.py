@@ -74,11 +74,16 @@ class CType:
             return f"{const}{self.kind} {self.name} {inner}".strip()
         assert self.target is not None
         if self.kind == "pointer":
-            star = "* const" if self.const else "*"
-            wrapped = f"{star} {inner}".strip() if inner else star
             if self.target.kind in ("function", "array"):
-                wrapped = f"({wrapped})"
-            return self.target._declare(wrapped)
+                core = f"* const {inner}" if self.const else f"*{inner}"
+                return self.target._declare(f"({core.strip()})")
+            if self.const:
+                wrapped = f"* const {inner}"
+            elif inner.startswith("*"):
+                wrapped = f"*{inner}"
+            else:
+                wrapped = f"* {inner}"
+            return self.target._declare(wrapped.strip())
         if self.kind == "array":
             size = "" if self.length is None else str(self.length)
             return self.target._declare(f"{inner}[{size}]")
