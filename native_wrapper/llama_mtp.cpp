@@ -399,6 +399,7 @@ llama_mtp_status llama_mtp_process(llama_mtp * mtp, const llama_batch * batch) {
                         where + ": the target's last decode has fewer than " + std::to_string(n) +
                             " rows; mirror exactly the batch just decoded on the target");
         }
+        llama_memory_t mem_tgt = llama_get_memory(mtp->ctx_tgt);
         common_batch cb;
         std::vector<int8_t> finished(mtp->params.n_seq, 0);
         llama_seq_id prev = -1;
@@ -427,6 +428,14 @@ llama_mtp_status llama_mtp_process(llama_mtp * mtp, const llama_batch * batch) {
                     finished[(size_t) prev] = 1;
                 }
                 prev = s;
+            }
+            const llama_pos pos_max = llama_memory_seq_pos_max(mem_tgt, s);
+            if (batch->pos[i] < 0 || batch->pos[i] > pos_max) {
+                return fail(LLAMA_MTP_STATUS_BAD_STATE,
+                            where + ": position " + std::to_string(batch->pos[i]) + " of seq " +
+                                std::to_string(s) + " is not in the target context (last: " +
+                                std::to_string(pos_max) +
+                                "); decode the batch on the target before mirroring it");
             }
             const bool output = batch->logits == nullptr ? (i == n - 1) : batch->logits[i] != 0;
             cb.add(batch->token[i], batch->pos[i], s, output);

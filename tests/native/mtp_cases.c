@@ -196,12 +196,21 @@ static void model_cases(const char * agree_path, const char * plain_path) {
     printf("INFO prompt_decode %d\n", llama_decode(ctx, pb));
     report("process_prompt", llama_mtp_process(h, &pb));
     {
+        llama_pos n_ahead = 50; /* a position the target has not decoded */
         struct llama_batch nopos = pb;
         nopos.pos = NULL;
         report("process_no_pos", llama_mtp_process(h, &nopos));
-        struct llama_batch big = pb;
-        big.n_tokens = 20;
-        report("process_larger_than_decoded", llama_mtp_process(h, &big));
+        struct llama_batch ahead = pb;
+        ahead.n_tokens = 1;
+        ahead.pos = &n_ahead;
+        report("process_not_decoded", llama_mtp_process(h, &ahead));
+        struct llama_batch big = llama_batch_init(100, 0, 1);
+        for (int i = 0; i < 100; ++i) {
+            big.token[i] = 1; big.pos[i] = i; big.n_seq_id[i] = 1; big.seq_id[i][0] = 0; big.logits[i] = 0;
+        }
+        big.n_tokens = 100;
+        report("process_over_n_batch", llama_mtp_process(h, &big));
+        llama_batch_free(big);
     }
     report("begin", llama_mtp_begin(h, 0, prompt, N_PROMPT - 1));
 
@@ -210,7 +219,12 @@ static void model_cases(const char * agree_path, const char * plain_path) {
     llama_pos n_past = N_PROMPT - 1;
     report("draft", llama_mtp_draft(h, 0, id_last, n_past, 3, draft, 8, &nd));
     printf("INFO drafted %d\n", nd);
-    report("draft_again_before_accept", llama_mtp_draft(h, 0, id_last, n_past, 3, draft, 8, &nd));
+    {
+        llama_token again[8];
+        int32_t n_again = -1;
+        report("draft_again_before_accept",
+               llama_mtp_draft(h, 0, id_last, n_past, 3, again, 8, &n_again));
+    }
     report("accept_before_mirror", llama_mtp_accept(h, 0, 0));
     struct llama_batch vb = llama_batch_init(8, 0, 1);
     vb.n_tokens = 1 + nd;
