@@ -51,9 +51,7 @@ def run_step(
     prints about twenty lines.
     """
     log.parent.mkdir(parents=True, exist_ok=True)
-    progress(
-        f"{label}: {' '.join(Path(argv[0]).name if i == 0 else a for i, a in enumerate(argv))}"
-    )
+    progress(f"{label} (log: {log})")
     last_pct = -5
     with log.open("w", encoding="utf-8") as fh:
         fh.write("$ " + " ".join(argv) + "\n")
