@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,7 @@ import pytest
 from generator.build.build_info import file_sha256, wrapper_sources_sha256
 from generator.build.cmake_driver import BuildError
 from generator.build.native import build_native
+from generator.commands import build as build_command
 from generator.paths import default_cache_dir
 from tests.native.conftest import BuildFactory
 
@@ -71,6 +74,7 @@ def test_failed_build_names_step_and_keeps_log(tmp_path: Path) -> None:
     assert err.log.is_file() and "deliberately broken tree" in err.log.read_text()
     assert str(err.log) in str(err)
     assert not (tmp_path / "out" / "linux-x86_64" / "build-info.json").exists()
+    shutil.rmtree(err.log.parent.parent)  # the broken tree's build folder under the cache
 
 
 def test_pre_mtp_tree_builds_without_wrapper(
@@ -85,3 +89,17 @@ def test_pre_mtp_tree_builds_without_wrapper(
     assert (build.lib_dir / "libllama.so").exists()
     assert not any("llama_mtp" in p.name for p in build.lib_dir.iterdir())
     assert not (build.include_dir / "llama_mtp.h").exists()
+
+
+def test_build_command_reports_mtp_and_platform_folder(
+    native_build: BuildFactory, tree_b11312: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    expected = native_build(tree_b11312, "linux-x86_64")
+    parser = argparse.ArgumentParser()
+    build_command.register(parser.add_subparsers())
+    args = parser.parse_args(["build", "--tree", str(tree_b11312), "--platform", "linux-x86_64"])
+    assert args.func(args) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "mtp: supported" in lines
+    assert lines[-1] == str(expected.platform_dir)
+    assert any(line.startswith("library: lib/libllama_mtp.so sha256:") for line in lines)
