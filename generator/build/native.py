@@ -241,26 +241,42 @@ def build_native(
 
     label = f"build {plat.name}"
     progress(f"{label}: llama.cpp {tree.tag} ({tree.commit12}) in {bdir}")
-    run_step(
-        f"{label}: configure",
-        [
-            "cmake",
-            "-S",
-            str(repo_root() / "native_wrapper"),
-            "-B",
-            str(cmake_dir),
-            "-G",
-            "Ninja",
-            *defines,
-        ],
-        logs / "configure.log",
-        env,
-    )
+    configure = [
+        "cmake",
+        "-S",
+        str(repo_root() / "native_wrapper"),
+        "-B",
+        str(cmake_dir),
+        "-G",
+        "Ninja",
+        *defines,
+    ]
+    compile_argv = ["ninja", "-C", str(cmake_dir), f"-j{jobs}"]
+    run_step(f"{label}: configure", configure, logs / "configure.log", env)
     mtp = _read_mtp_status(cmake_dir)
     progress(f"{label}: mtp: {mtp.describe()}")
-    run_step(
-        f"{label}: compile", ["ninja", "-C", str(cmake_dir), f"-j{jobs}"], logs / "build.log", env
-    )
+    try:
+        run_step(f"{label}: compile", compile_argv, logs / "build.log", env)
+    except BuildError as exc:
+        if not mtp.supported:
+            raise
+        # The wrapper must never block the libraries: retry without it. If llama.cpp itself is
+        # what fails, the retry fails too and reports that.
+        kept = logs / "build-with-mtp.log"
+        shutil.copyfile(exc.log, kept)
+        progress(f"{label}: the build with the MTP wrapper failed (log: {kept}); retrying without")
+        run_step(
+            f"{label}: configure without MTP",
+            [*configure, "-DLLAMA_MTP=OFF"],
+            logs / "configure-without-mtp.log",
+            env,
+        )
+        run_step(f"{label}: compile without MTP", compile_argv, logs / "build.log", env)
+        options["LLAMA_MTP"] = "OFF"
+        mtp = MtpSupport(
+            False, "the MTP wrapper failed to build against this tree (logs/build-with-mtp.log)"
+        )
+        progress(f"{label}: mtp: {mtp.describe()}")
     if stage.exists():
         shutil.rmtree(stage)
     run_step(f"{label}: install", ["cmake", "--install", str(cmake_dir)], logs / "install.log", env)
