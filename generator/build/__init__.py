@@ -1,0 +1,1 @@
+"""Native builds: llama.cpp's shared libraries and the MTP wrapper, per platform."""

@@ -1,0 +1,86 @@
+"""build-info.json: what a native build was made from and the sha256 of every library it produced.
+
+The file is deterministic (sorted keys, no timestamps, no absolute paths), so two builds of the same
+inputs with the same compilers write the same bytes apart from the library hashes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from generator.paths import repo_root
+
+BUILD_INFO_NAME = "build-info.json"
+BUILD_INFO_FORMAT = 1
+WRAPPER_SOURCES: tuple[str, ...] = (
+    "native_wrapper/CMakeLists.txt",
+    "native_wrapper/llama_mtp.h",
+    "native_wrapper/llama_mtp.cpp",
+)
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        while chunk := fh.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def wrapper_sources_sha256() -> str:
+    """One digest over the wrapper's sources, the platform table and the native templates."""
+    h = hashlib.sha256()
+    root = repo_root()
+    extra = sorted(
+        p.relative_to(root).as_posix()
+        for p in [
+            root / "generator" / "build" / "platforms.py",
+            *(root / "templates" / "native").iterdir(),
+        ]
+        if p.is_file()
+    )
+    for rel in [*WRAPPER_SOURCES, *extra]:
+        h.update(rel.encode() + b"\0")
+        h.update((root / rel).read_bytes())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class MtpSupport:
+    supported: bool
+    reason: str  # "" when supported
+
+    def describe(self) -> str:
+        return "supported" if self.supported else f"unsupported ({self.reason})"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"status": "supported" if self.supported else "unsupported", "reason": self.reason}
+
+
+def write_build_info(path: Path, info: dict[str, Any]) -> None:
+    path.write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def read_build_info(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def libraries_intact(platform_dir: Path, info: dict[str, Any]) -> bool:
+    """Every library build-info lists exists with the recorded sha256."""
+    libs = info.get("libraries")
+    if not isinstance(libs, dict) or not libs:
+        return False
+    for rel, digest in libs.items():
+        path = platform_dir / rel
+        if not path.is_file() or file_sha256(path) != digest:
+            return False
+    return True

@@ -1,0 +1,102 @@
+"""Run CMake configure, Ninja build and install steps with a log per step and progress on stderr."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from generator.errors import BindgenError
+
+_NINJA_STEP = re.compile(r"^\[(\d+)/(\d+)\]")
+
+
+class BuildError(BindgenError):
+    """A native build step failed; the message names the step and its kept log."""
+
+    exit_code = 3
+
+    def __init__(self, step: str, log: Path, detail: str) -> None:
+        super().__init__(f"{step} failed ({detail}); log kept at {log}")
+        self.step = step
+        self.log = log
+
+
+def progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _tail(log: Path, lines: int = 15) -> str:
+    try:
+        text = log.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return ""
+    return "\n".join(text[-lines:])
+
+
+def run_step(
+    label: str,
+    argv: Sequence[str],
+    log: Path,
+    env: Mapping[str, str],
+    cwd: Path | None = None,
+) -> None:
+    """Run ``argv`` writing all its output to ``log``; report Ninja's [N/M] steps as progress.
+
+    Progress lines go out at most every 5% of the steps (and the last one), so a 2-core build
+    prints about twenty lines.
+    """
+    log.parent.mkdir(parents=True, exist_ok=True)
+    progress(f"{label} (log: {log})")
+    last_pct = -5
+    with log.open("w", encoding="utf-8") as fh:
+        fh.write("$ " + " ".join(argv) + "\n")
+        fh.flush()
+        try:
+            proc = subprocess.Popen(
+                list(argv),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                env=dict(env),
+                cwd=cwd,
+                text=True,
+                errors="replace",
+            )
+        except OSError as exc:
+            raise BuildError(label, log, f"cannot start {argv[0]}: {exc}") from exc
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            fh.write(line)
+            m = _NINJA_STEP.match(line)
+            if m:
+                done, total = int(m.group(1)), int(m.group(2))
+                pct = 100 * done // max(total, 1)
+                if pct >= last_pct + 5 or done == total:
+                    last_pct = pct
+                    progress(f"{label}: step {done}/{total}")
+        rc = proc.wait()
+    if rc != 0:
+        tail = _tail(log)
+        if tail:
+            progress(f"{label}: last lines of {log}:\n{tail}")
+        raise BuildError(label, log, f"exit status {rc}")
+
+
+def build_environment(cache_dir: Path, base_dirs: Sequence[Path]) -> dict[str, str]:
+    """The environment for a build: ccache under the cache, paths relative to the tree."""
+    env = dict(os.environ)
+    env["CCACHE_DIR"] = str(cache_dir / "ccache")
+    if base_dirs:
+        env["CCACHE_BASEDIR"] = str(os.path.commonpath([str(p) for p in base_dirs]))
+    env.setdefault("CCACHE_NOHASHDIR", "1")
+    # Ninja uses this for its status line; keep it parseable.
+    env["NINJA_STATUS"] = "[%f/%t] "
+    return env
+
+
+def ccache_path() -> str | None:
+    return shutil.which("ccache")

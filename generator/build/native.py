@@ -1,0 +1,317 @@
+"""``llama-bindgen build``: configure, build, install llama.cpp + the MTP wrapper for a platform.
+
+Layout of the result, ``<out>/<platform>/``:
+
+* ``lib/``: the shared libraries (libllama, ggml*, libllama_mtp when supported; on Windows also the
+  MinGW runtime DLLs they need),
+* ``include/``: llama.h, the ggml headers and llama_mtp.h,
+* ``build-info.json``: tag, commit, compiler, CMake options, MTP support and the sha256 of every
+  library.
+
+The default ``<out>`` is ``<cache>/native/<commit12>``; CMake's build folder is
+``<cache>/build/<platform>-<commit12>`` and ccache keeps its files in ``<cache>/ccache``.
+A build whose build-info.json matches the tree's commit and the wrapper's sources, with intact
+libraries, is reused without running CMake.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from generator import __version__
+from generator.build.build_info import (
+    BUILD_INFO_FORMAT,
+    BUILD_INFO_NAME,
+    MtpSupport,
+    file_sha256,
+    libraries_intact,
+    read_build_info,
+    wrapper_sources_sha256,
+    write_build_info,
+)
+from generator.build.cmake_driver import (
+    BuildError,
+    build_environment,
+    ccache_path,
+    progress,
+    run_step,
+)
+from generator.build.platforms import (
+    BASE_CMAKE_OPTIONS,
+    Platform,
+    get_platform,
+    runtime_library_path,
+)
+from generator.build.tree import TreeInfo, read_tree
+from generator.errors import UsageError
+from generator.paths import default_cache_dir, repo_root, templates_dir
+
+COMPAT_HEADER = "mingw_compat.h"
+TOOLCHAIN_FILE = "toolchain.cmake"
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    platform: Platform
+    platform_dir: Path
+    info: dict[str, Any]
+    mtp: MtpSupport
+    rebuilt: bool
+
+    @property
+    def lib_dir(self) -> Path:
+        return self.platform_dir / "lib"
+
+    @property
+    def include_dir(self) -> Path:
+        return self.platform_dir / "include"
+
+
+def default_out_dir(tree: TreeInfo) -> Path:
+    return default_cache_dir() / "native" / tree.commit12
+
+
+def build_dir_for(tree: TreeInfo, plat: Platform) -> Path:
+    return default_cache_dir() / "build" / f"{plat.name}-{tree.commit12}"
+
+
+def _render(template: str, dest: Path, **context: Any) -> None:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir() / "native")),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    dest.write_text(env.get_template(template).render(**context), encoding="utf-8")
+
+
+def _needs_mingw_compat(plat: Platform) -> bool:
+    """Debian's mingw-w64 10 headers lack THREAD_POWER_THROTTLING_STATE, which ggml-cpu.c uses."""
+    if plat.binary_format != "pe" or plat.sysroot is None:
+        return False
+    header = Path(plat.sysroot) / "include" / "processthreadsapi.h"
+    try:
+        text = header.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return True
+    return "THREAD_POWER_THROTTLING_CURRENT_VERSION" not in text
+
+
+def _write_toolchain(tree: TreeInfo, plat: Platform, folder: Path) -> tuple[Path, bool]:
+    folder.mkdir(parents=True, exist_ok=True)
+    compat = _needs_mingw_compat(plat)
+    context = {
+        "platform": plat,
+        "generator_version": __version__,
+        "tag": tree.tag,
+        "commit": tree.commit,
+    }
+    if compat:
+        _render(f"{COMPAT_HEADER}.j2", folder / COMPAT_HEADER, **context)
+    _render(
+        f"{TOOLCHAIN_FILE}.j2",
+        folder / TOOLCHAIN_FILE,
+        compat_header=COMPAT_HEADER if compat else "",
+        **context,
+    )
+    return folder / TOOLCHAIN_FILE, compat
+
+
+def _compiler_description(compiler: str) -> str:
+    try:
+        out = subprocess.run(
+            [compiler, "--version"], capture_output=True, text=True, check=True
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return compiler
+    return out.splitlines()[0].strip() if out else compiler
+
+
+def _read_mtp_status(cmake_dir: Path) -> MtpSupport:
+    text = (cmake_dir / "llama_mtp_status.txt").read_text(encoding="utf-8").strip()
+    if text == "supported":
+        return MtpSupport(True, "")
+    return MtpSupport(False, text.removeprefix("unsupported:").strip())
+
+
+def _is_shared_library(plat: Platform, path: Path) -> bool:
+    if plat.binary_format == "pe":
+        return path.suffix == ".dll"
+    return path.name.endswith(".so") or ".so." in path.name
+
+
+def _assemble(plat: Platform, stage: Path, platform_dir: Path) -> dict[str, str]:
+    """Copy libraries and headers from the install stage; return {relative lib path: sha256}."""
+    if platform_dir.exists():
+        shutil.rmtree(platform_dir)
+    lib_out = platform_dir / "lib"
+    inc_out = platform_dir / "include"
+    lib_out.mkdir(parents=True)
+    inc_out.mkdir(parents=True)
+    sources = [stage / "bin"] if plat.binary_format == "pe" else [stage / "lib", stage / "lib64"]
+    for folder in sources:
+        if not folder.is_dir():
+            continue
+        for path in sorted(folder.iterdir()):
+            if (path.is_file() or path.is_symlink()) and _is_shared_library(plat, path):
+                shutil.copy2(path, lib_out / path.name, follow_symlinks=False)
+    for name in plat.runtime_libraries:
+        found = runtime_library_path(plat, name)
+        if found is None:
+            raise UsageError(
+                f"{plat.name}: runtime library {name} not found in {plat.runtime_dirs}"
+            )
+        shutil.copy2(found, lib_out / name)
+    for path in sorted((stage / "include").glob("*.h")):
+        shutil.copy2(path, inc_out / path.name)
+    return {
+        f"lib/{p.name}": file_sha256(p)
+        for p in sorted(lib_out.iterdir())
+        if p.is_file() and not p.is_symlink()
+    }
+
+
+def build_native(
+    tree_root: Path,
+    platform_name: str,
+    out: Path | None = None,
+    jobs: int = 2,
+    force: bool = False,
+) -> BuildResult:
+    """Build (or reuse) the native libraries of ``tree_root`` for ``platform_name``."""
+    tree = read_tree(tree_root)
+    plat = get_platform(platform_name)
+    missing = plat.missing_tools()
+    if missing:
+        raise UsageError(
+            f"{plat.name}: missing tools {', '.join(missing)} "
+            f"(Debian packages: {' '.join(plat.apt_packages)})"
+        )
+    platform_dir = (out if out is not None else default_out_dir(tree)) / plat.name
+    sources_sha = wrapper_sources_sha256()
+
+    existing = read_build_info(platform_dir / BUILD_INFO_NAME)
+    if (
+        not force
+        and existing is not None
+        and existing.get("format") == BUILD_INFO_FORMAT
+        and existing.get("platform") == plat.name
+        and existing.get("commit") == tree.commit
+        and existing.get("wrapper_sources_sha256") == sources_sha
+        and libraries_intact(platform_dir, existing)
+    ):
+        mtp_json = existing.get("mtp", {})
+        mtp = MtpSupport(mtp_json.get("status") == "supported", str(mtp_json.get("reason", "")))
+        progress(f"build {plat.name}: up to date in {platform_dir}")
+        return BuildResult(plat, platform_dir, existing, mtp, rebuilt=False)
+
+    bdir = build_dir_for(tree, plat)
+    cmake_dir = bdir / "cmake"
+    stage = bdir / "stage"
+    logs = bdir / "logs"
+    options = dict(BASE_CMAKE_OPTIONS)
+    options.update(plat.cmake_options)
+    options["LLAMA_MTP_LLAMA_COMMIT"] = tree.commit
+
+    defines = [f"-D{k}={v}" for k, v in sorted(options.items())]
+    defines += [f"-DLLAMA_CPP_DIR={tree.root}", f"-DCMAKE_INSTALL_PREFIX={stage}"]
+    compat = False
+    if plat.cross:
+        toolchain, compat = _write_toolchain(tree, plat, bdir / "toolchain")
+        defines.append(f"-DCMAKE_TOOLCHAIN_FILE={toolchain}")
+    else:
+        defines += [
+            f"-DCMAKE_C_COMPILER={plat.c_compiler}",
+            f"-DCMAKE_CXX_COMPILER={plat.cxx_compiler}",
+        ]
+    launcher = ccache_path()
+    if launcher:
+        defines += [
+            f"-DCMAKE_C_COMPILER_LAUNCHER={launcher}",
+            f"-DCMAKE_CXX_COMPILER_LAUNCHER={launcher}",
+        ]
+    env = build_environment(default_cache_dir(), [tree.root])
+
+    label = f"build {plat.name}"
+    progress(f"{label}: llama.cpp {tree.tag} ({tree.commit12}) in {bdir}")
+    configure = [
+        "cmake",
+        "-S",
+        str(repo_root() / "native_wrapper"),
+        "-B",
+        str(cmake_dir),
+        "-G",
+        "Ninja",
+        *defines,
+    ]
+    compile_argv = ["ninja", "-C", str(cmake_dir), f"-j{jobs}"]
+    run_step(f"{label}: configure", configure, logs / "configure.log", env)
+    mtp = _read_mtp_status(cmake_dir)
+    progress(f"{label}: mtp: {mtp.describe()}")
+    try:
+        run_step(f"{label}: compile", compile_argv, logs / "build.log", env)
+    except BuildError as exc:
+        if not mtp.supported:
+            raise
+        # The wrapper must never block the libraries: retry without it. If llama.cpp itself is
+        # what fails, the retry fails too and reports that.
+        kept = logs / "build-with-mtp.log"
+        shutil.copyfile(exc.log, kept)
+        progress(f"{label}: the build with the MTP wrapper failed (log: {kept}); retrying without")
+        run_step(
+            f"{label}: configure without MTP",
+            [*configure, "-DLLAMA_MTP=OFF"],
+            logs / "configure-without-mtp.log",
+            env,
+        )
+        run_step(f"{label}: compile without MTP", compile_argv, logs / "build.log", env)
+        options["LLAMA_MTP"] = "OFF"
+        mtp = MtpSupport(
+            False, "the MTP wrapper failed to build against this tree (logs/build-with-mtp.log)"
+        )
+        progress(f"{label}: mtp: {mtp.describe()}")
+    if stage.exists():
+        shutil.rmtree(stage)
+    run_step(f"{label}: install", ["cmake", "--install", str(cmake_dir)], logs / "install.log", env)
+
+    libraries = _assemble(plat, stage, platform_dir)
+    expected = ["llama", "ggml"] + (["llama_mtp"] if mtp.supported else [])
+    for stem in expected:
+        if (
+            f"lib/{plat.library_file(stem)}" not in libraries
+            and not (platform_dir / "lib" / plat.library_file(stem)).exists()
+        ):
+            raise BuildError(
+                f"{label}: install", logs / "install.log", f"{plat.library_file(stem)} missing"
+            )
+
+    recorded_options = dict(options)
+    if plat.cross:
+        recorded_options["CMAKE_TOOLCHAIN_FILE"] = f"{TOOLCHAIN_FILE} (generated for {plat.name})"
+    info: dict[str, Any] = {
+        "format": BUILD_INFO_FORMAT,
+        "generator_version": __version__,
+        "platform": plat.name,
+        "tag": tree.tag,
+        "commit": tree.commit,
+        "compiler": {
+            "c": _compiler_description(plat.c_compiler),
+            "cxx": _compiler_description(plat.cxx_compiler),
+            "ccache": bool(launcher),
+            "mingw_compat_header": compat,
+        },
+        "cmake_options": recorded_options,
+        "mtp": mtp.to_json(),
+        "wrapper_sources_sha256": sources_sha,
+        "libraries": libraries,
+    }
+    write_build_info(platform_dir / BUILD_INFO_NAME, info)
+    progress(f"{label}: done: {platform_dir}")
+    return BuildResult(plat, platform_dir, info, mtp, rebuilt=True)

@@ -1,0 +1,40 @@
+"""``llama-bindgen build``: build llama.cpp's shared libraries and the MTP wrapper."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from generator.build.native import build_native
+from generator.build.platforms import PLATFORMS
+
+
+def register(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "build",
+        help="build libllama, ggml and libllama_mtp for a platform",
+        description=(
+            "Configure and build (CMake, Ninja, ccache when present) the shared libraries of a "
+            "fetched llama.cpp tree and the MTP wrapper for one platform. Output: "
+            "<out>/<platform>/{lib,include,build-info.json}; default <out> is "
+            "<cache>/native/<commit12>. The last stdout line is the platform folder."
+        ),
+    )
+    parser.add_argument("--tree", type=Path, required=True, help="llama.cpp tree (from `fetch`)")
+    parser.add_argument("--platform", required=True, choices=sorted(PLATFORMS))
+    parser.add_argument("--out", type=Path, default=None, help="output folder (default: cache)")
+    parser.add_argument("--jobs", "-j", type=int, default=2, help="parallel compile jobs (2)")
+    parser.add_argument("--force", action="store_true", help="rebuild even when up to date")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    result = build_native(args.tree, args.platform, out=args.out, jobs=args.jobs, force=args.force)
+    print(f"platform: {result.platform.name}")
+    print(f"llama.cpp: {result.info['tag']} ({result.info['commit']})")
+    print(f"mtp: {result.mtp.describe()}")
+    for rel in sorted(result.info["libraries"]):
+        print(f"library: {rel} sha256:{result.info['libraries'][rel]}")
+    print(result.platform_dir)
+    return 0

@@ -1,0 +1,178 @@
+/*
+ * llama_mtp.h: a plain C ABI over llama.cpp's multi-token-prediction (MTP) speculative drafting.
+ *
+ * The wrapper owns an MTP "sidecar" context created against a target context. The caller keeps
+ * decoding on the target as usual and mirrors every target decode into the sidecar; the sidecar
+ * drafts tokens that the caller verifies on the target, then accepts a prefix of them.
+ * llama_mtp_step() does a whole draft/verify/accept/rollback step in one call.
+ *
+ * Rules of this ABI:
+ *   - every function returns a status (enum llama_mtp_status) unless it is a pure getter;
+ *     on an error, llama_mtp_last_error() returns a message for the calling thread;
+ *   - no input aborts the process and no C++ exception leaves a function;
+ *   - parameter and statistics structs begin with `struct_size`: set it to sizeof the struct
+ *     your header declares; the library reads and writes only that many bytes, so structs can
+ *     grow at their end without breaking callers built against an older header.
+ */
+#ifndef LLAMA_MTP_H
+#define LLAMA_MTP_H
+
+#include <stdint.h>
+
+#include "llama.h"
+
+#if defined(_WIN32) || defined(__CYGWIN__)
+#    ifdef LLAMA_MTP_BUILD
+#        define LLAMA_MTP_API __declspec(dllexport)
+#    else
+#        define LLAMA_MTP_API __declspec(dllimport)
+#    endif
+#else
+#    define LLAMA_MTP_API __attribute__((visibility("default")))
+#endif
+
+/* Bumped when a function's signature or a struct's existing fields change. */
+#define LLAMA_MTP_ABI_VERSION 1
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum llama_mtp_status {
+    LLAMA_MTP_STATUS_OK                  = 0,
+    LLAMA_MTP_STATUS_INVALID_ARGUMENT    = 1,  /* null pointer, out-of-range value */
+    LLAMA_MTP_STATUS_UNSUPPORTED_VERSION = 2,  /* struct_size too small for this library */
+    LLAMA_MTP_STATUS_NO_NEXTN_LAYERS     = 3,  /* the model has no NextN (MTP) layers */
+    LLAMA_MTP_STATUS_MTP_NOT_LOADED      = 4,  /* the model was not loaded with load_mtp = true */
+    LLAMA_MTP_STATUS_BAD_STATE           = 5,  /* call out of order (e.g. accept with no draft) */
+    LLAMA_MTP_STATUS_ACCEPT_TOO_MANY     = 6,  /* accept more tokens than were drafted */
+    LLAMA_MTP_STATUS_CONTEXT_FAILED      = 7,  /* llama.cpp refused to create the MTP context */
+    LLAMA_MTP_STATUS_DECODE_FAILED       = 8,  /* a decode on the target or MTP context failed */
+    LLAMA_MTP_STATUS_BUFFER_TOO_SMALL    = 9,  /* an output buffer cannot hold the result */
+    LLAMA_MTP_STATUS_INTERNAL_ERROR      = 10  /* an unexpected failure inside the wrapper */
+};
+
+/* Opaque handle: one MTP sidecar bound to one target context. */
+struct llama_mtp;
+
+struct llama_mtp_params {
+    uint32_t struct_size;      /* sizeof(struct llama_mtp_params) */
+    int32_t  n_max;            /* most tokens per draft, >= 1 (default 3) */
+    int32_t  n_min;            /* drafts shorter than this are dropped, >= 0 (default 0) */
+    float    p_min;            /* stop drafting below this top-token probability (default 0) */
+    uint32_t n_seq;            /* sequences 0..n_seq-1 the sidecar serves (default 1) */
+    int32_t  model_load_mtp;   /* caller states the target model was loaded with
+                                  llama_model_params.load_mtp = true: must be 1 (default 0) */
+    int32_t  backend_sampling; /* 1: draft sampling on the backend when possible (default 1) */
+    int32_t  n_threads;        /* MTP context threads, 0 = as the target (default 0) */
+    int32_t  n_threads_batch;  /* MTP context batch threads, 0 = as the target (default 0) */
+};
+
+struct llama_mtp_stats {
+    uint32_t struct_size;      /* sizeof(struct llama_mtp_stats) */
+    uint32_t reserved;
+    uint64_t n_drafts;         /* drafts that produced at least one token */
+    uint64_t n_drafted;        /* tokens drafted */
+    uint64_t n_accepted;       /* drafted tokens accepted */
+    uint64_t n_steps;          /* accepted verification steps (accept or step calls) */
+};
+
+/* Version of this ABI (LLAMA_MTP_ABI_VERSION of the built library). */
+LLAMA_MTP_API uint32_t llama_mtp_abi_version(void);
+
+/* The llama.cpp commit (40 hex digits) the library was built from. */
+LLAMA_MTP_API const char * llama_mtp_llama_commit(void);
+
+/* Message of the last error on the calling thread ("" when none). */
+LLAMA_MTP_API const char * llama_mtp_last_error(void);
+
+/* Fill *params with defaults; params->struct_size must be set by the caller. */
+LLAMA_MTP_API enum llama_mtp_status llama_mtp_default_params(struct llama_mtp_params * params);
+
+/* Number of NextN (MTP) layers of a model into *n_layers. */
+LLAMA_MTP_API enum llama_mtp_status llama_mtp_model_n_nextn_layers(
+        const struct llama_model * model, int32_t * n_layers);
+
+/*
+ * Create the MTP sidecar for ctx_tgt. Call before the first decode on ctx_tgt: it switches the
+ * target to emitting the hidden states MTP needs. Recurrent or hybrid targets need
+ * llama_context_params.n_rs_seq >= n_max, and the target needs room for 1 + n_max outputs per
+ * sequence in a batch.
+ */
+LLAMA_MTP_API enum llama_mtp_status llama_mtp_create(
+        struct llama_context * ctx_tgt,
+        const struct llama_mtp_params * params,
+        struct llama_mtp ** out);
+
+/* Free the sidecar and its MTP context (the target context is the caller's). NULL is a no-op. */
+LLAMA_MTP_API void llama_mtp_free(struct llama_mtp * mtp);
+
+/* The MTP context the sidecar owns (NULL for a NULL handle). */
+LLAMA_MTP_API struct llama_context * llama_mtp_get_context(struct llama_mtp * mtp);
+
+/*
+ * Mirror a batch that was just decoded on the target context (every prompt chunk and every
+ * verification batch, in order). Tokens only; pos and seq_id arrays must be set, one seq each.
+ */
+LLAMA_MTP_API enum llama_mtp_status llama_mtp_process(
+        struct llama_mtp * mtp, const struct llama_batch * batch);
+
+/* Start a generation on seq_id; prompt = the tokens already in the target context. */
+LLAMA_MTP_API enum llama_mtp_status llama_mtp_begin(
+        struct llama_mtp * mtp, llama_seq_id seq_id, const llama_token * prompt, int32_t n_prompt);
+
+/*
+ * Draft up to min(n_max, params.n_max) tokens following id_last, which sits at position pos0
+ * (not yet decoded on the target). Writes them to draft[0..*n_draft).
+ */
+LLAMA_MTP_API enum llama_mtp_status llama_mtp_draft(
+        struct llama_mtp * mtp,
+        llama_seq_id seq_id,
+        llama_token  id_last,
+        llama_pos    pos0,
+        int32_t      n_max,
+        llama_token * draft,
+        int32_t      capacity,
+        int32_t    * n_draft);
+
+/*
+ * Accept the first n_accepted tokens of the last draft of seq_id, after the verification batch
+ * was decoded on the target and mirrored with llama_mtp_process. 0 <= n_accepted <= draft size.
+ */
+LLAMA_MTP_API enum llama_mtp_status llama_mtp_accept(
+        struct llama_mtp * mtp, llama_seq_id seq_id, int32_t n_accepted);
+
+/* Remove positions [p0, p1) of seq_id from the target and the MTP context (p1 < 0: to the end). */
+LLAMA_MTP_API enum llama_mtp_status llama_mtp_seq_rm(
+        struct llama_mtp * mtp, llama_seq_id seq_id, llama_pos p0, llama_pos p1);
+
+/*
+ * One whole speculative step on seq_id: draft after id_last (at position n_past), decode
+ * [id_last, draft...] on the target, sample each row with smpl (the caller's sampler, which also
+ * accepts what it samples), accept the agreeing prefix, remove the rejected tail from both
+ * contexts. Writes the accepted draft tokens plus the target's next token to tokens[0..*n_tokens);
+ * the last of them is the new id_last and the new n_past is n_past + *n_tokens.
+ * capacity >= 1; the draft is capped at capacity - 1 tokens.
+ */
+LLAMA_MTP_API enum llama_mtp_status llama_mtp_step(
+        struct llama_mtp * mtp,
+        llama_seq_id seq_id,
+        struct llama_sampler * smpl,
+        llama_token  id_last,
+        llama_pos    n_past,
+        llama_token * tokens,
+        int32_t      capacity,
+        int32_t    * n_tokens);
+
+/* Copy the counters into *stats; stats->struct_size must be set by the caller. */
+LLAMA_MTP_API enum llama_mtp_status llama_mtp_get_stats(
+        const struct llama_mtp * mtp, struct llama_mtp_stats * stats);
+
+/* Zero the counters. */
+LLAMA_MTP_API enum llama_mtp_status llama_mtp_reset_stats(struct llama_mtp * mtp);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LLAMA_MTP_H */

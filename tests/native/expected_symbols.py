@@ -1,0 +1,55 @@
+"""Which functions each built library must export: from the generated bindings' ABI manifest, or,
+until the bindings exist, what the installed llama.h and llama_mtp.h declare (read by libclang)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from generator.build.native import BuildResult
+from generator.paths import repo_root
+from tests.native.headers import read_declarations
+
+MANIFEST = Path("generated") / "llama_bindings" / "abi_manifest.json"
+
+
+def manifest_path() -> Path:
+    return repo_root() / MANIFEST
+
+
+def expected_functions(build: BuildResult, scratch: Path) -> tuple[dict[str, set[str]], str]:
+    """{library: function names} and where the list came from."""
+    path = manifest_path()
+    by_library: dict[str, set[str]] = {}
+    if path.is_file():
+        data = json.loads(path.read_text(encoding="utf-8"))
+        for fn in data["functions"]:
+            by_library.setdefault(fn["library"], set()).add(fn["name"])
+        return by_library, str(MANIFEST)
+    headers = ["llama.h"] + (["llama_mtp.h"] if build.mtp.supported else [])
+    for header in headers:
+        decls = read_declarations(build.include_dir / header, [build.include_dir], scratch)
+        for name, source in decls.functions.items():
+            # Only what llama.h and llama_mtp.h themselves declare: the ggml headers they include
+            # declare a few functions no library defines (ggml_threadpool_get_n_threads in
+            # b11312), which the bindings generator decides about, not this test.
+            if source == "llama_mtp.h":
+                library = "llama_mtp"
+            elif source == "llama.h":
+                library = "llama"
+            else:
+                continue
+            by_library.setdefault(library, set()).add(name)
+    return by_library, "headers " + ", ".join(headers)
+
+
+def library_files(build: BuildResult, library: str) -> list[Path]:
+    """The built files that together provide ``library`` (ggml is split in several)."""
+    lib = build.lib_dir
+    if library == "ggml":
+        return sorted(
+            p
+            for p in lib.iterdir()
+            if p.name.startswith(("ggml", "libggml")) and not p.is_symlink()
+        )
+    return [lib / build.platform.library_file(library)]

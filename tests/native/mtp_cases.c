@@ -1,0 +1,310 @@
+/*
+ * Drives libllama_mtp through its error cases (and, with models, a short speculative run).
+ *
+ *   mtp_cases                      cases that need no model
+ *   mtp_cases AGREE.gguf PLAIN.gguf  all cases; AGREE has one NextN layer, PLAIN none
+ *
+ * Prints one line per case:  CASE <name> <status> <message>
+ * and facts as:              INFO <key> <value>
+ * The Python test checks each case's status; this program only reports (a crash shows as a
+ * missing line and a non-zero exit).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "llama.h"
+#include "llama_mtp.h"
+
+static void report(const char * name, enum llama_mtp_status st) {
+    printf("CASE %s %d %s\n", name, (int) st, st == LLAMA_MTP_STATUS_OK ? "" : llama_mtp_last_error());
+    fflush(stdout);
+}
+
+static void quiet_log(enum ggml_log_level level, const char * text, void * user_data) {
+    (void) level; (void) text; (void) user_data;
+}
+
+static struct llama_mtp_params default_params(void) {
+    struct llama_mtp_params p;
+    memset(&p, 0, sizeof(p));
+    p.struct_size = sizeof(p);
+    llama_mtp_default_params(&p);
+    return p;
+}
+
+static void no_model_cases(void) {
+    printf("INFO abi_version %u\n", llama_mtp_abi_version());
+    printf("INFO llama_commit %s\n", llama_mtp_llama_commit());
+
+    struct llama_mtp_params p;
+    memset(&p, 0xff, sizeof(p));
+    p.struct_size = sizeof(p);
+    report("default_params", llama_mtp_default_params(&p));
+    printf("INFO default_n_max %d\nINFO default_n_min %d\nINFO default_p_min %g\nINFO default_n_seq %u\n",
+           p.n_max, p.n_min, (double) p.p_min, p.n_seq);
+
+    struct llama_mtp_params small;
+    memset(&small, 0, sizeof(small));
+    small.struct_size = 4;
+    report("default_params_old_struct", llama_mtp_default_params(&small));
+    report("default_params_null", llama_mtp_default_params(NULL));
+
+    int32_t n = -1;
+    report("nextn_null_model", llama_mtp_model_n_nextn_layers(NULL, &n));
+
+    struct llama_mtp * h = (struct llama_mtp *) 0x1;
+    p = default_params();
+    report("create_null_context", llama_mtp_create(NULL, &p, &h));
+    printf("INFO create_null_context_handle_cleared %d\n", h == NULL);
+    report("create_null_out", llama_mtp_create(NULL, &p, NULL));
+
+    llama_token toks[4] = {1, 2, 3, 4};
+    int32_t nd = 0;
+    struct llama_batch b = llama_batch_get_one(toks, 2);
+    struct llama_mtp_stats stats;
+    memset(&stats, 0, sizeof(stats));
+    stats.struct_size = sizeof(stats);
+    report("process_null_handle", llama_mtp_process(NULL, &b));
+    report("begin_null_handle", llama_mtp_begin(NULL, 0, toks, 2));
+    report("draft_null_handle", llama_mtp_draft(NULL, 0, 1, 0, 3, toks, 4, &nd));
+    report("accept_null_handle", llama_mtp_accept(NULL, 0, 0));
+    report("seq_rm_null_handle", llama_mtp_seq_rm(NULL, 0, 0, -1));
+    report("step_null_handle", llama_mtp_step(NULL, 0, NULL, 1, 0, toks, 4, &nd));
+    report("get_stats_null_handle", llama_mtp_get_stats(NULL, &stats));
+    report("reset_stats_null_handle", llama_mtp_reset_stats(NULL));
+    llama_mtp_free(NULL);
+    printf("INFO get_context_null %d\n", llama_mtp_get_context(NULL) == NULL);
+}
+
+static struct llama_model * load(const char * path, int load_mtp) {
+    struct llama_model_params mp = llama_model_default_params();
+    mp.load_mtp = load_mtp != 0;
+    return llama_model_load_from_file(path, mp);
+}
+
+static struct llama_context * new_ctx(struct llama_model * m, uint32_t n_rs_seq) {
+    struct llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = 256;
+    cp.n_batch = 64;
+    cp.n_ubatch = 64;
+    cp.n_threads = 2;
+    cp.n_threads_batch = 2;
+    cp.n_rs_seq = n_rs_seq;
+    return llama_init_from_model(m, cp);
+}
+
+/* Greedy tokens from plain decoding (no MTP), the reference for the speculative run. */
+static int plain_greedy(struct llama_model * m, const llama_token * prompt, int n_prompt,
+                        llama_token * out, int n_out) {
+    struct llama_context * ctx = new_ctx(m, 0);
+    if (!ctx) return -1;
+    struct llama_sampler * smpl = llama_sampler_init_greedy();
+    llama_token buf[64];
+    memcpy(buf, prompt, sizeof(llama_token) * (size_t) n_prompt);
+    struct llama_batch b = llama_batch_get_one(buf, n_prompt);
+    for (int i = 0; i < n_out; ++i) {
+        if (llama_decode(ctx, b) != 0) { llama_sampler_free(smpl); llama_free(ctx); return -1; }
+        out[i] = llama_sampler_sample(smpl, ctx, -1);
+        b = llama_batch_get_one(&out[i], 1);
+    }
+    llama_sampler_free(smpl);
+    llama_free(ctx);
+    return 0;
+}
+
+static void model_cases(const char * agree_path, const char * plain_path) {
+    struct llama_mtp_params p = default_params();
+    struct llama_mtp * h = NULL;
+    int32_t n = -1;
+
+    /* a model with no NextN layers */
+    struct llama_model * plain = load(plain_path, 1);
+    if (!plain) { printf("INFO load_failed plain\n"); return; }
+    report("nextn_plain", llama_mtp_model_n_nextn_layers(plain, &n));
+    printf("INFO nextn_plain %d\n", n);
+    struct llama_context * ctx = new_ctx(plain, 3);
+    p.model_load_mtp = 1;
+    report("create_no_nextn", llama_mtp_create(ctx, &p, &h));
+    llama_free(ctx);
+    llama_model_free(plain);
+
+    /* an MTP model loaded without load_mtp */
+    struct llama_model * nomtp = load(agree_path, 0);
+    if (!nomtp) { printf("INFO load_failed agree(load_mtp=0)\n"); return; }
+    ctx = new_ctx(nomtp, 3);
+    p = default_params();
+    report("create_not_loaded_with_mtp", llama_mtp_create(ctx, &p, &h));
+    llama_free(ctx);
+    llama_model_free(nomtp);
+
+    struct llama_model * agree = load(agree_path, 1);
+    if (!agree) { printf("INFO load_failed agree\n"); return; }
+    report("nextn_agree", llama_mtp_model_n_nextn_layers(agree, &n));
+    printf("INFO nextn_agree %d\n", n);
+    ctx = new_ctx(agree, 3);
+
+    p = default_params();
+    p.model_load_mtp = 1;
+    p.n_max = 0;
+    report("create_n_max_zero", llama_mtp_create(ctx, &p, &h));
+    p.n_max = -2;
+    report("create_n_max_negative", llama_mtp_create(ctx, &p, &h));
+    p = default_params();
+    p.model_load_mtp = 1;
+    p.struct_size = 8;
+    report("create_old_struct", llama_mtp_create(ctx, &p, &h));
+    p = default_params();
+    p.model_load_mtp = 1;
+    p.n_max = 5; /* > the target's n_rs_seq of 3 */
+    report("create_rs_seq_too_small", llama_mtp_create(ctx, &p, &h));
+
+    /* create after the target was decoded */
+    {
+        struct llama_context * used = new_ctx(agree, 3);
+        llama_token t[2] = {1, 2};
+        llama_decode(used, llama_batch_get_one(t, 2));
+        p = default_params();
+        p.model_load_mtp = 1;
+        report("create_after_decode", llama_mtp_create(used, &p, &h));
+        llama_free(used);
+    }
+
+    p = default_params();
+    p.model_load_mtp = 1;
+    report("create_ok", llama_mtp_create(ctx, &p, &h));
+    if (!h) { llama_free(ctx); llama_model_free(agree); return; }
+    printf("INFO has_mtp_context %d\n", llama_mtp_get_context(h) != NULL);
+
+    llama_token draft[8];
+    int32_t nd = -1;
+    report("accept_nothing_drafted", llama_mtp_accept(h, 0, 1));
+    report("accept_zero_nothing_drafted", llama_mtp_accept(h, 0, 0));
+    report("draft_n_max_zero", llama_mtp_draft(h, 0, 1, 0, 0, draft, 8, &nd));
+    report("draft_bad_seq", llama_mtp_draft(h, 7, 1, 0, 3, draft, 8, &nd));
+    report("draft_small_buffer", llama_mtp_draft(h, 0, 1, 0, 3, draft, 1, &nd));
+
+    /* prompt: decode all but the last token on the target, mirror it */
+    enum { N_PROMPT = 8, N_GEN = 24 };
+    llama_token prompt[N_PROMPT];
+    for (int i = 0; i < N_PROMPT; ++i) prompt[i] = 10 + 3 * i;
+    struct llama_batch pb = llama_batch_init(N_PROMPT, 0, 1);
+    for (int i = 0; i < N_PROMPT - 1; ++i) {
+        pb.token[i] = prompt[i]; pb.pos[i] = i; pb.n_seq_id[i] = 1; pb.seq_id[i][0] = 0; pb.logits[i] = 0;
+    }
+    pb.n_tokens = N_PROMPT - 1;
+    printf("INFO prompt_decode %d\n", llama_decode(ctx, pb));
+    report("process_prompt", llama_mtp_process(h, &pb));
+    {
+        llama_pos n_ahead = 50; /* a position the target has not decoded */
+        struct llama_batch nopos = pb;
+        nopos.pos = NULL;
+        report("process_no_pos", llama_mtp_process(h, &nopos));
+        struct llama_batch ahead = pb;
+        ahead.n_tokens = 1;
+        ahead.pos = &n_ahead;
+        report("process_not_decoded", llama_mtp_process(h, &ahead));
+        struct llama_batch big = llama_batch_init(100, 0, 1);
+        for (int i = 0; i < 100; ++i) {
+            big.token[i] = 1; big.pos[i] = i; big.n_seq_id[i] = 1; big.seq_id[i][0] = 0; big.logits[i] = 0;
+        }
+        big.n_tokens = 100;
+        report("process_over_n_batch", llama_mtp_process(h, &big));
+        llama_batch_free(big);
+    }
+    report("begin", llama_mtp_begin(h, 0, prompt, N_PROMPT - 1));
+
+    /* manual protocol: draft, verify on the target, mirror, accept too many, accept */
+    llama_token id_last = prompt[N_PROMPT - 1];
+    llama_pos n_past = N_PROMPT - 1;
+    report("draft", llama_mtp_draft(h, 0, id_last, n_past, 3, draft, 8, &nd));
+    printf("INFO drafted %d\n", nd);
+    {
+        llama_token again[8];
+        int32_t n_again = -1;
+        report("draft_again_before_accept",
+               llama_mtp_draft(h, 0, id_last, n_past, 3, again, 8, &n_again));
+    }
+    report("accept_before_mirror", llama_mtp_accept(h, 0, 0));
+    struct llama_batch vb = llama_batch_init(8, 0, 1);
+    vb.n_tokens = 1 + nd;
+    for (int i = 0; i <= nd; ++i) {
+        vb.token[i] = i == 0 ? id_last : draft[i - 1];
+        vb.pos[i] = n_past + i; vb.n_seq_id[i] = 1; vb.seq_id[i][0] = 0; vb.logits[i] = 1;
+    }
+    printf("INFO verify_decode %d\n", llama_decode(ctx, vb));
+    report("process_verify", llama_mtp_process(h, &vb));
+    report("accept_too_many", llama_mtp_accept(h, 0, nd + 1));
+    report("accept_negative", llama_mtp_accept(h, 0, -1));
+    /* greedy verification */
+    struct llama_sampler * smpl = llama_sampler_init_greedy();
+    int32_t acc = 0;
+    llama_token next = 0;
+    for (int i = 0; i <= nd; ++i) {
+        next = llama_sampler_sample(smpl, ctx, i);
+        if (i == nd || next != draft[i]) break;
+        acc++;
+    }
+    report("accept", llama_mtp_accept(h, 0, acc));
+    report("accept_twice", llama_mtp_accept(h, 0, 0));
+    report("seq_rm_bad_range", llama_mtp_seq_rm(h, 0, 5, 2));
+    report("seq_rm", llama_mtp_seq_rm(h, 0, n_past + 1 + acc, -1));
+
+    /* step-driven generation, compared against plain greedy decoding */
+    llama_token gen[N_GEN + 8];
+    int n_gen = 0;
+    for (int i = 0; i < acc; ++i) gen[n_gen++] = draft[i];
+    gen[n_gen++] = next;
+    n_past += 1 + acc;
+    id_last = next;
+    report("step_null_sampler", llama_mtp_step(h, 0, NULL, id_last, n_past, draft, 8, &nd));
+    report("step_zero_capacity", llama_mtp_step(h, 0, smpl, id_last, n_past, draft, 0, &nd));
+    enum llama_mtp_status st = LLAMA_MTP_STATUS_OK;
+    while (n_gen < N_GEN && st == LLAMA_MTP_STATUS_OK) {
+        int32_t got = 0;
+        st = llama_mtp_step(h, 0, smpl, id_last, n_past, draft, 8, &got);
+        for (int i = 0; i < got && n_gen < N_GEN + 8; ++i) gen[n_gen++] = draft[i];
+        if (got > 0) { id_last = draft[got - 1]; n_past += got; }
+    }
+    report("steps", st);
+
+    struct llama_mtp_stats stats;
+    memset(&stats, 0, sizeof(stats));
+    stats.struct_size = sizeof(stats);
+    report("get_stats", llama_mtp_get_stats(h, &stats));
+    printf("INFO stats %llu %llu %llu %llu\n", (unsigned long long) stats.n_drafts,
+           (unsigned long long) stats.n_drafted, (unsigned long long) stats.n_accepted,
+           (unsigned long long) stats.n_steps);
+    struct llama_mtp_stats old_stats;
+    old_stats.struct_size = 4;
+    report("get_stats_old_struct", llama_mtp_get_stats(h, &old_stats));
+    report("reset_stats", llama_mtp_reset_stats(h));
+    llama_mtp_get_stats(h, &stats);
+    printf("INFO stats_after_reset %llu %llu %llu %llu\n", (unsigned long long) stats.n_drafts,
+           (unsigned long long) stats.n_drafted, (unsigned long long) stats.n_accepted,
+           (unsigned long long) stats.n_steps);
+
+    llama_token ref[N_GEN];
+    int same = plain_greedy(agree, prompt, N_PROMPT, ref, N_GEN) == 0;
+    for (int i = 0; same && i < N_GEN; ++i) same = ref[i] == gen[i];
+    printf("INFO greedy_identical %d\n", same);
+
+    llama_sampler_free(smpl);
+    llama_batch_free(pb);
+    llama_batch_free(vb);
+    llama_mtp_free(h);
+    llama_free(ctx);
+    llama_model_free(agree);
+}
+
+int main(int argc, char ** argv) {
+    llama_log_set(quiet_log, NULL);
+    llama_backend_init();
+    no_model_cases();
+    if (argc >= 3) {
+        model_cases(argv[1], argv[2]);
+    }
+    llama_backend_free();
+    printf("DONE\n");
+    return 0;
+}

@@ -1,0 +1,105 @@
+"""``llama-bindgen build``: layout, build-info.json, reuse, failures, the pre-MTP tree."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from generator.build.build_info import file_sha256, wrapper_sources_sha256
+from generator.build.cmake_driver import BuildError
+from generator.build.native import build_native
+from generator.commands import build as build_command
+from generator.paths import default_cache_dir
+from tests.native.conftest import BuildFactory
+
+pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]
+
+
+def _tree_meta(tree: Path) -> dict[str, str]:
+    data: dict[str, str] = json.loads((tree / ".llama-bindgen-tree.json").read_text())
+    return data
+
+
+def test_host_build_layout_and_info(native_build: BuildFactory, tree_b11312: Path) -> None:
+    build = native_build(tree_b11312, "linux-x86_64")
+    meta = _tree_meta(tree_b11312)
+    info_path = build.platform_dir / "build-info.json"
+    info = json.loads(info_path.read_text())
+    assert info["commit"] == meta["commit"] and info["tag"] == meta["tag"]
+    assert info["platform"] == "linux-x86_64"
+    assert info["mtp"] == {"status": "supported", "reason": ""}
+    assert info["cmake_options"]["GGML_NATIVE"] == "OFF"
+    assert info["cmake_options"]["BUILD_SHARED_LIBS"] == "ON"
+    assert info["compiler"]["cxx"]
+    assert info["wrapper_sources_sha256"] == wrapper_sources_sha256()
+    for name in ("libllama.so", "libggml.so", "libllama_mtp.so"):
+        assert (build.lib_dir / name).exists(), name
+    for rel, digest in info["libraries"].items():
+        assert file_sha256(build.platform_dir / rel) == digest, rel
+    assert {"lib/libllama_mtp.so", "lib/libggml-base.so"} <= {
+        rel.split(".so")[0] + ".so" for rel in info["libraries"]
+    }
+    for header in ("llama.h", "ggml.h", "llama_mtp.h"):
+        assert (build.include_dir / header).is_file(), header
+    text = info_path.read_text()
+    assert str(default_cache_dir()) not in text and str(tree_b11312) not in text
+    assert text == json.dumps(info, indent=2, sort_keys=True) + "\n"
+
+
+def test_up_to_date_build_is_reused(native_build: BuildFactory, tree_b11312: Path) -> None:
+    first = native_build(tree_b11312, "linux-x86_64")
+    again = build_native(tree_b11312, "linux-x86_64")
+    assert not again.rebuilt
+    assert again.info == first.info
+
+
+def test_failed_build_names_step_and_keeps_log(tmp_path: Path) -> None:
+    tree = tmp_path / "broken-tree"
+    (tree / "include").mkdir(parents=True)
+    (tree / "include" / "llama.h").write_text("/* no MTP here */\n")
+    (tree / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.14)\nproject(broken C)\n"
+        'message(FATAL_ERROR "deliberately broken tree")\n'
+    )
+    commit = "f" * 40
+    (tree / ".llama-bindgen-tree.json").write_text(json.dumps({"tag": "broken", "commit": commit}))
+    with pytest.raises(BuildError) as excinfo:
+        build_native(tree, "linux-x86_64", out=tmp_path / "out")
+    err = excinfo.value
+    assert "configure" in err.step
+    assert err.log.is_file() and "deliberately broken tree" in err.log.read_text()
+    assert str(err.log) in str(err)
+    assert not (tmp_path / "out" / "linux-x86_64" / "build-info.json").exists()
+    shutil.rmtree(err.log.parent.parent)  # the broken tree's build folder under the cache
+
+
+def test_pre_mtp_tree_builds_without_wrapper(
+    native_build: BuildFactory, tree_63d93d1: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    build = native_build(tree_63d93d1, "linux-x86_64")
+    assert not build.mtp.supported
+    assert "LLAMA_CONTEXT_TYPE_MTP" in build.mtp.reason
+    info = json.loads((build.platform_dir / "build-info.json").read_text())
+    assert info["mtp"]["status"] == "unsupported"
+    assert info["commit"] == _tree_meta(tree_63d93d1)["commit"]
+    assert (build.lib_dir / "libllama.so").exists()
+    assert not any("llama_mtp" in p.name for p in build.lib_dir.iterdir())
+    assert not (build.include_dir / "llama_mtp.h").exists()
+
+
+def test_build_command_reports_mtp_and_platform_folder(
+    native_build: BuildFactory, tree_b11312: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    expected = native_build(tree_b11312, "linux-x86_64")
+    parser = argparse.ArgumentParser()
+    build_command.register(parser.add_subparsers())
+    args = parser.parse_args(["build", "--tree", str(tree_b11312), "--platform", "linux-x86_64"])
+    assert args.func(args) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "mtp: supported" in lines
+    assert lines[-1] == str(expected.platform_dir)
+    assert any(line.startswith("library: lib/libllama_mtp.so sha256:") for line in lines)

@@ -1,0 +1,149 @@
+"""Drive libllama_mtp (host build) through every error case: each returns a status, none aborts.
+
+The program tests/native/mtp_cases.c makes the calls; this test checks each case's status against
+``enum llama_mtp_status`` as libclang reads it from llama_mtp.h.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from generator.build.native import BuildResult
+from tests.native.conftest import BuildFactory, compile_cases, parse_cases
+from tests.native.headers import read_declarations
+
+pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]
+
+NO_MODEL_CASES = {
+    "default_params": "OK",
+    "default_params_old_struct": "UNSUPPORTED_VERSION",
+    "default_params_null": "INVALID_ARGUMENT",
+    "nextn_null_model": "INVALID_ARGUMENT",
+    "create_null_context": "INVALID_ARGUMENT",
+    "create_null_out": "INVALID_ARGUMENT",
+    "process_null_handle": "INVALID_ARGUMENT",
+    "begin_null_handle": "INVALID_ARGUMENT",
+    "draft_null_handle": "INVALID_ARGUMENT",
+    "accept_null_handle": "INVALID_ARGUMENT",
+    "seq_rm_null_handle": "INVALID_ARGUMENT",
+    "step_null_handle": "INVALID_ARGUMENT",
+    "get_stats_null_handle": "INVALID_ARGUMENT",
+    "reset_stats_null_handle": "INVALID_ARGUMENT",
+}
+
+MODEL_CASES = {
+    "nextn_plain": "OK",
+    "create_no_nextn": "NO_NEXTN_LAYERS",
+    "create_not_loaded_with_mtp": "MTP_NOT_LOADED",
+    "nextn_agree": "OK",
+    "create_n_max_zero": "INVALID_ARGUMENT",
+    "create_n_max_negative": "INVALID_ARGUMENT",
+    "create_old_struct": "UNSUPPORTED_VERSION",
+    "create_rs_seq_too_small": "INVALID_ARGUMENT",
+    "create_after_decode": "BAD_STATE",
+    "create_ok": "OK",
+    "accept_nothing_drafted": "BAD_STATE",
+    "accept_zero_nothing_drafted": "BAD_STATE",
+    "draft_n_max_zero": "INVALID_ARGUMENT",
+    "draft_bad_seq": "INVALID_ARGUMENT",
+    "draft_small_buffer": "BUFFER_TOO_SMALL",
+    "process_prompt": "OK",
+    "process_no_pos": "INVALID_ARGUMENT",
+    "process_not_decoded": "BAD_STATE",
+    "process_over_n_batch": "INVALID_ARGUMENT",
+    "begin": "OK",
+    "draft": "OK",
+    "draft_again_before_accept": "BAD_STATE",
+    "accept_before_mirror": "BAD_STATE",
+    "process_verify": "OK",
+    "accept_too_many": "ACCEPT_TOO_MANY",
+    "accept_negative": "INVALID_ARGUMENT",
+    "accept": "OK",
+    "accept_twice": "BAD_STATE",
+    "seq_rm_bad_range": "INVALID_ARGUMENT",
+    "seq_rm": "OK",
+    "step_null_sampler": "INVALID_ARGUMENT",
+    "step_zero_capacity": "BUFFER_TOO_SMALL",
+    "steps": "OK",
+    "get_stats": "OK",
+    "get_stats_old_struct": "UNSUPPORTED_VERSION",
+    "reset_stats": "OK",
+}
+
+
+@pytest.fixture(scope="module")
+def host(native_build: BuildFactory, tree_b11312: Path) -> BuildResult:
+    build = native_build(tree_b11312, "linux-x86_64")
+    assert build.mtp.supported, build.mtp.describe()
+    return build
+
+
+@pytest.fixture(scope="module")
+def statuses(host: BuildResult, tmp_path_factory: pytest.TempPathFactory) -> dict[str, int]:
+    decls = read_declarations(
+        host.include_dir / "llama_mtp.h", [host.include_dir], tmp_path_factory.mktemp("clang")
+    )
+    prefix = "LLAMA_MTP_STATUS_"
+    return {k.removeprefix(prefix): v for k, v in decls.enums.items() if k.startswith(prefix)}
+
+
+@pytest.fixture(scope="module")
+def cases_exe(host: BuildResult, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return compile_cases(host, "gcc", tmp_path_factory.mktemp("cases"))
+
+
+def _run(exe: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=300)
+
+
+def _check(
+    cases: dict[str, tuple[int, str]], expected: dict[str, str], statuses: dict[str, int]
+) -> None:
+    problems = []
+    for name, want in expected.items():
+        if name not in cases:
+            problems.append(f"{name}: no result")
+            continue
+        code, message = cases[name]
+        if code != statuses[want]:
+            problems.append(
+                f"{name}: status {code} ({message!r}), expected {want} ({statuses[want]})"
+            )
+        elif want != "OK" and not message.strip():
+            problems.append(f"{name}: {want} without a message")
+    assert not problems, "\n".join(problems)
+
+
+def test_error_cases_without_model(
+    cases_exe: Path, statuses: dict[str, int], tree_b11312: Path
+) -> None:
+    proc = _run(cases_exe)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    cases, info = parse_cases(proc.stdout)
+    _check(cases, NO_MODEL_CASES, statuses)
+    assert info["default_n_max"] == "3" and info["default_n_min"] == "0"
+    assert float(info["default_p_min"]) == 0.0
+    assert info["create_null_context_handle_cleared"] == "1"
+    assert info["get_context_null"] == "1"
+    meta = (tree_b11312 / ".llama-bindgen-tree.json").read_text()
+    assert info["llama_commit"] in meta and len(info["llama_commit"]) == 40
+
+
+def test_error_cases_with_models(
+    cases_exe: Path, statuses: dict[str, int], test_models: tuple[Path, Path]
+) -> None:
+    agree, plain = test_models
+    proc = _run(cases_exe, str(agree), str(plain))
+    assert proc.returncode == 0 and "DONE" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
+    cases, info = parse_cases(proc.stdout)
+    _check(cases, MODEL_CASES, statuses)
+    assert info["nextn_plain"] == "0"
+    assert info["nextn_agree"] == "1"
+    assert int(info["drafted"]) == 3  # the default n_max on a model whose head always agrees
+    n_drafts, n_drafted, n_accepted, n_steps = (int(x) for x in info["stats"].split())
+    assert n_steps > 0 and n_drafts > 0 and 0 < n_accepted <= n_drafted
+    assert info["stats_after_reset"].split() == ["0", "0", "0", "0"]
+    assert info["greedy_identical"] == "1", "speculative steps changed greedy output"
