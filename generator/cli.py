@@ -11,7 +11,10 @@ from generator import __version__
 from generator.errors import BindgenError
 
 # Each module defines ``register(subparsers)``, which adds its parser and sets ``func``.
-COMMAND_MODULES: tuple[str, ...] = ("generator.commands.fetch",)
+COMMAND_MODULES: tuple[str, ...] = (
+    "generator.commands.fetch",
+    "generator.commands.make_test_model",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
