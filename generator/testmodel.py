@@ -3,8 +3,9 @@
 The weights are random but shaped so that the model's behaviour is known in advance:
 
 * The trunk predicts ``tok -> tok + 1`` (cyclic over the vocabulary). Token embeddings are random
-  vectors ``e[t]``; the output head's row ``j`` is ``e[j - 1]``; every other matrix is small, so the
-  residual stream stays close to the input embedding and the head picks the next token id.
+  vectors ``e[t]`` of length ``sqrt(embd)`` (so their RMS is 1); the output head's row ``j`` is
+  ``e[j - 1]``; every other matrix is small, so the residual stream stays close to the input
+  embedding and the head picks the next token id by a wide margin.
 * The NextN (MTP) block's ``eh_proj`` passes the token-embedding half of its input through, so the
   MTP head predicts the same rule from the token it is given.
 
@@ -13,9 +14,9 @@ Kinds:
 ``agree``
     One NextN block that reuses the trunk's output head: its drafts are accepted almost always.
 ``partial``
-    One NextN block with its own head (``nextn.shared_head_head``) in which every token ``t`` with
-    ``t % disagree_every == 0`` maps to ``t + 2`` instead of ``t + 1``: drafts are accepted only
-    sometimes, while greedy output stays that of the trunk.
+    One NextN block with its own token embeddings (``nextn.embed_tokens``) in which every token
+    ``t`` with ``t % disagree_every == 0`` has the embedding of ``t + 1``, so the MTP head predicts
+    ``t + 2`` for it: drafts are accepted only sometimes, while greedy output stays the trunk's.
 ``plain``
     No NextN block: the same trunk (for the same seed and sizes), which an MTP context refuses.
 
@@ -167,6 +168,9 @@ def _write(path: Path, kind: str, seed: int, sizes: ModelSizes, progress: bool) 
     tensors = _TensorAdder(writer, seed, sizes.weight_type)
 
     embeddings = tensors.random("token_embd.weight", (sizes.vocab, sizes.embd), scale=1.0)
+    embeddings *= np.float32(np.sqrt(sizes.embd)) / np.linalg.norm(
+        embeddings, axis=1, keepdims=True
+    )
     trunk_head = np.roll(embeddings, 1, axis=0)  # row j is e[j - 1]: the trunk predicts tok + 1
     tensors.values("token_embd.weight", embeddings)
     tensors.ones("output_norm.weight", sizes.embd)
@@ -183,7 +187,7 @@ def _write(path: Path, kind: str, seed: int, sizes: ModelSizes, progress: bool) 
         layer = sizes.layers
         _add_common_block(tensors, sizes, layer)
         _add_full_attention(tensors, sizes, layer)
-        _add_nextn(tensors, sizes, layer, embeddings, trunk_head, kind)
+        _add_nextn(tensors, sizes, layer, embeddings, kind)
 
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
@@ -267,10 +271,9 @@ def _add_nextn(
     sizes: ModelSizes,
     layer: int,
     embeddings: FloatArray,
-    trunk_head: FloatArray,
     kind: str,
 ) -> None:
-    """The NextN projection, its norms and (for ``partial``) its own output head."""
+    """The NextN projection, its norms and (for ``partial``) its own token embeddings."""
     blk = f"blk.{layer}"
     # eh_proj maps concat(enorm(embedding), hnorm(hidden)) to the block input: identity on the
     # embedding half, small weights on the hidden half.
@@ -281,24 +284,22 @@ def _add_nextn(
     tensors.ones(f"{blk}.nextn.enorm.weight", sizes.embd)
     tensors.ones(f"{blk}.nextn.hnorm.weight", sizes.embd)
     if kind == "partial":
-        head = partial_mtp_head(embeddings, trunk_head, sizes.disagree_every)
-        tensors.values(f"{blk}.nextn.shared_head_head.weight", head)
+        mtp_embeddings = partial_mtp_embeddings(embeddings, sizes.disagree_every)
+        tensors.values(f"{blk}.nextn.embed_tokens.weight", mtp_embeddings)
 
 
 def disagreeing_tokens(vocab: int, disagree_every: int) -> list[int]:
-    """Tokens for which the ``partial`` MTP head predicts ``t + 2`` instead of ``t + 1``."""
-    return [t for t in range(0, vocab - 2, disagree_every)]
+    """Tokens for which the ``partial`` MTP head predicts ``t + 2`` (mod vocab), not ``t + 1``."""
+    return list(range(0, vocab, disagree_every))
 
 
-def partial_mtp_head(
-    embeddings: FloatArray, trunk_head: FloatArray, disagree_every: int
-) -> FloatArray:
-    """The trunk head with the rows for ``t + 1`` emptied and ``e[t]`` added to row ``t + 2``."""
-    head = trunk_head.copy()
-    for t in disagreeing_tokens(len(embeddings), disagree_every):
-        head[t + 1] = 0.0
-        head[t + 2] += embeddings[t]
-    return head
+def partial_mtp_embeddings(embeddings: FloatArray, disagree_every: int) -> FloatArray:
+    """The trunk's embeddings, with token ``t`` given ``e[t + 1]`` for each disagreeing ``t``."""
+    vocab = len(embeddings)
+    result = embeddings.copy()
+    for t in disagreeing_tokens(vocab, disagree_every):
+        result[t] = embeddings[(t + 1) % vocab]
+    return result
 
 
 def _small_scale(fan_in: int) -> float:
