@@ -11,13 +11,6 @@ from generator import __version__
 from generator.errors import BindgenError
 
 # Each module defines ``register(subparsers)``, which adds its parser and sets ``func``.
-COMMAND_MODULES: tuple[str, ...] = (
-    "generator.commands.build",
-    "generator.commands.bump",
-    "generator.commands.diff",
-    "generator.commands.fetch",
-    "generator.commands.generate",
-)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,81 @@
+"""``llama-bindgen make-test-model``: write a tiny synthetic qwen35 GGUF for MTP tests."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from pathlib import Path
+from typing import Any
+
+from generator.testmodel import KINDS, WEIGHT_TYPES, ModelSizes, write_test_model
+
+# Sizes worth a command-line option; the rest keep their defaults.
+_SIZE_OPTIONS: tuple[tuple[str, str], ...] = (
+    ("embd", "embedding length"),
+    ("ff", "feed-forward length"),
+    ("layers", "trunk layers (the NextN block comes on top)"),
+    ("vocab", "vocabulary size"),
+    ("heads", "attention heads"),
+    ("kv_heads", "key/value heads"),
+    ("head_dim", "size of one attention head"),
+    ("full_attention_interval", "every N-th trunk layer is full attention, the rest recurrent"),
+    ("context", "training context length written into the file"),
+    ("disagree_every", "partial: the MTP head is wrong for tokens that are multiples of N"),
+)
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    defaults = ModelSizes()
+    parser = subparsers.add_parser(
+        "make-test-model",
+        help="write a tiny synthetic qwen35 GGUF model for MTP tests",
+        description=(
+            "Write a synthetic qwen35 GGUF whose trunk predicts token t+1 after token t. "
+            "agree: one NextN (MTP) block that agrees with the trunk almost always; "
+            "partial: a NextN block that disagrees for some tokens; plain: no NextN block. "
+            "Same arguments give identical bytes. Prints the file's path."
+        ),
+    )
+    parser.add_argument("out", type=Path, help="path of the GGUF file to write")
+    parser.add_argument("--kind", choices=KINDS, default="agree", help="default: %(default)s")
+    parser.add_argument("--seed", type=int, default=0, help="default: %(default)s")
+    for name, text in _SIZE_OPTIONS:
+        parser.add_argument(
+            "--" + name.replace("_", "-"),
+            dest=name,
+            type=int,
+            default=getattr(defaults, name),
+            metavar="N",
+            help=f"{text} (default: %(default)s)",
+        )
+    parser.add_argument(
+        "--weight-type",
+        dest="weight_type",
+        choices=WEIGHT_TYPES,
+        default=defaults.weight_type,
+        help="type of the matrices; norms stay f32 (default: %(default)s)",
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    sizes: dict[str, Any] = {name: getattr(args, name) for name, _ in _SIZE_OPTIONS}
+    sizes["weight_type"] = args.weight_type
+    shape = ModelSizes(**sizes)
+    shape.validate()
+    parameters = _parameter_count(shape)
+    big = parameters > 10_000_000
+    if big:
+        print(f"writing {args.kind} test model (~{parameters:,} parameters)", file=sys.stderr)
+    path = write_test_model(
+        args.out, args.kind, args.seed, progress=big, **dataclasses.asdict(shape)
+    )
+    print(path)
+    return 0
+
+
+def _parameter_count(sizes: ModelSizes) -> int:
+    """Rough count (matrices only) to decide whether to show progress."""
+    per_layer = 3 * sizes.embd * sizes.ff + 4 * sizes.embd * sizes.head_dim * sizes.heads
+    return 2 * sizes.embd * sizes.vocab + (sizes.layers + 1) * per_layer
