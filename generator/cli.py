@@ -14,6 +14,8 @@ from generator.errors import BindgenError
 COMMAND_MODULES: tuple[str, ...] = (
     "generator.commands.bump",
     "generator.commands.fetch",
+    "generator.commands.matrix",
+    "generator.commands.release",
 )
 
 
