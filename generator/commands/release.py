@@ -14,6 +14,8 @@ from typing import Any
 from generator.errors import UsageError
 from generator.paths import default_cache_dir, repo_root
 from generator.release.assemble import ReleaseInputs, assemble_release, release_tag
+from generator.release.checksums import check_sums
+from generator.release.errors import PublishError
 from generator.release.gates import parse_gate_record
 from generator.release.github import DEFAULT_API_URL, TOKEN_ENV, GitHubReleases, token_from_env
 from generator.release.notes import NOTES_NAME
@@ -49,6 +51,9 @@ def run(args: argparse.Namespace) -> int:
     if not args.publish:
         print(result.out)
         return 0
+    problems = check_sums(result.out)
+    if problems:  # what is uploaded is exactly what SHA256SUMS lists
+        raise PublishError(f"{result.out}: {'; '.join(problems)}; nothing was published")
     client = GitHubReleases(args.repo, token, api_url=args.api_url)
     body = (result.out / NOTES_NAME).read_text(encoding="utf-8")
     published = client.publish(
