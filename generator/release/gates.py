@@ -29,9 +29,12 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from generator.release.errors import ReleaseRefusedError
+
+if TYPE_CHECKING:  # tomlkit is imported lazily: CI jobs run ci_job.py before installing anything
+    import tomlkit
 
 PASSED = "passed"
 REQUIRED_GATES: tuple[str, ...] = ("build", "symbols", "layout", "smoke")
@@ -142,3 +145,30 @@ def read_ci_gates(folder: Path) -> PlatformGates | None:
         raise ReleaseRefusedError(f"{path}: not a gate record ({exc})") from exc
     table["log"] = data.get("log", "")
     return _platform_gates(key, table, str(path))
+
+
+def set_gate_record(doc: tomlkit.TOMLDocument, ref: str, record: GateRecord) -> None:
+    """Store ``record`` as ``[release.gates]`` of entry ``ref`` in a releases.toml document.
+
+    For ``bump``: load with ``generator.releases.load_document``, call this, write the document
+    back (tomlkit keeps the rest of the file as it was). Replaces an earlier record.
+    """
+    import tomlkit
+
+    entries = [e for e in doc.get("release", []) if e.get("ref") == ref]
+    if len(entries) != 1:
+        raise ReleaseRefusedError(f"releases.toml has {len(entries)} entries with ref {ref!r}")
+    table = tomlkit.table()
+    table["generator_version"] = record.generator_version
+    table["providers"] = list(record.providers)
+    table["diff_summary"] = record.diff_summary
+    for key, value in sorted(record.extra.items()):
+        table[key] = value
+    for key, gates in sorted(record.platforms.items()):
+        sub = tomlkit.table()
+        for gate, result in gates.results.items():
+            sub[gate] = result
+        if gates.log:
+            sub["log"] = gates.log
+        table[key] = sub
+    entries[0]["gates"] = table

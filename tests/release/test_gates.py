@@ -5,10 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import tomlkit
 
 from generator.release.errors import ReleaseRefusedError
-from generator.release.gates import GateRecord, parse_gate_record, require_releasable
-from generator.releases import load_releases
+from generator.release.gates import (
+    GateRecord,
+    PlatformGates,
+    parse_gate_record,
+    require_releasable,
+    set_gate_record,
+)
+from generator.releases import load_document, load_releases
 from tests.release.fixtures import PASSED, write_releases
 
 
@@ -45,3 +52,25 @@ def test_refused(tmp_path: Path, gates: dict[str, dict[str, str]], reason: str) 
 def test_missing_record_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ReleaseRefusedError, match=r"no \[release\.gates\] record"):
         record_from(tmp_path, None)
+
+
+def test_set_gate_record_round_trips(tmp_path: Path) -> None:
+    path = write_releases(tmp_path / "releases.toml", None)
+    before = path.read_text()
+    record = GateRecord(
+        platforms={
+            "linux-x86_64": PlatformGates("linux-x86_64", dict(PASSED), "logs/a.txt"),
+            "windows-x86_64": PlatformGates("windows-x86_64", {**PASSED, "smoke": "failed"}),
+        },
+        generator_version="0.1.0",
+        providers=("cache",),
+        diff_summary="no changes",
+    )
+    doc = load_document(path)
+    set_gate_record(doc, "b11312", record)
+    path.write_text(tomlkit.dumps(doc))
+    assert path.read_text().startswith(before.rstrip("\n"))
+    (entry,) = load_releases(path)
+    assert parse_gate_record(entry.ref, entry.extra) == record
+    with pytest.raises(ReleaseRefusedError, match="windows-x86_64: smoke = 'failed'"):
+        require_releasable("b11312", parse_gate_record(entry.ref, entry.extra))
