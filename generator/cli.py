@@ -11,6 +11,12 @@ from generator import __version__
 from generator.errors import BindgenError
 
 # Each module defines ``register(subparsers)``, which adds its parser and sets ``func``.
+COMMAND_MODULES: tuple[str, ...] = (
+    "generator.commands.bump",
+    "generator.commands.fetch",
+    "generator.commands.matrix",
+    "generator.commands.release",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

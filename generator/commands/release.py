@@ -1,0 +1,112 @@
+"""``llama-bindgen release REF``: pack a gated release into ``--out`` and optionally publish it.
+
+The REF's ``releases.toml`` entry must carry a ``[release.gates]`` record in which every gate of
+every platform passed; otherwise nothing is written (exit code 3). The last stdout line is the
+output folder (or, with ``--publish``, the published release's URL).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from generator.errors import UsageError
+from generator.paths import default_cache_dir, repo_root
+from generator.release.assemble import ReleaseInputs, assemble_release, release_tag
+from generator.release.checksums import check_sums
+from generator.release.errors import PublishError
+from generator.release.gates import parse_gate_record
+from generator.release.github import DEFAULT_API_URL, TOKEN_ENV, GitHubReleases, token_from_env
+from generator.release.notes import NOTES_NAME
+from generator.releases import load_releases, releases_path, resolve_ref
+
+
+def default_native_dir(commit: str) -> Path:
+    return default_cache_dir() / "native" / commit[:12]
+
+
+def run(args: argparse.Namespace) -> int:
+    toml_path: Path = args.releases or releases_path()
+    resolved = resolve_ref(args.ref, load_releases(toml_path))
+    rel = resolved.release
+    if rel is None:
+        raise UsageError(f"{args.ref} has no entry in {toml_path}; only recorded releases ship")
+    token = token_from_env() if args.publish else ""  # fail before packing anything
+    if args.publish and not args.repo:
+        raise UsageError("--publish needs --repo OWNER/NAME")
+    notes_path: Path | None = args.notes
+    if notes_path is None and isinstance(rel.extra.get("notes"), str) and rel.extra["notes"]:
+        notes_path = toml_path.parent / rel.extra["notes"]
+    inputs = ReleaseInputs(
+        release=rel,
+        gates=parse_gate_record(rel.ref, rel.extra),
+        native_dir=args.native or default_native_dir(rel.commit),
+        generated_dir=args.generated or repo_root() / "generated",
+        notes_path=notes_path,
+    )
+    result = assemble_release(inputs, args.out)
+    for artifact in result.artifacts:
+        print(f"artifact {artifact.file} {artifact.size} sha256:{artifact.sha256}")
+    if not args.publish:
+        print(result.out)
+        return 0
+    problems = check_sums(result.out)
+    if problems:  # what is uploaded is exactly what SHA256SUMS lists
+        raise PublishError(f"{result.out}: {'; '.join(problems)}; nothing was published")
+    client = GitHubReleases(args.repo, token, api_url=args.api_url)
+    body = (result.out / NOTES_NAME).read_text(encoding="utf-8")
+    published = client.publish(
+        release_tag(rel),
+        f"llama-bindgen for llama.cpp {release_tag(rel)}",
+        body,
+        [result.out / name for name in result.files],
+        commitish=args.target,
+    )
+    print(f"published {len(published.assets)} assets")
+    print(published.html_url or f"release {published.id}")
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "release",
+        help="pack (and publish) a release whose gates all passed",
+        description=(
+            "Pack the native builds (one archive per platform and backend), the bindings in "
+            "generated/, assets.json, release notes and SHA256SUMS into --out, for a "
+            "releases.toml entry whose gates all passed. With --publish, create a GitHub release "
+            f"through the REST API (token from ${TOKEN_ENV}); a failure leaves no release behind."
+        ),
+    )
+    parser.add_argument("ref", metavar="REF")
+    parser.add_argument(
+        "--out", type=Path, default=Path("dist"), help="output folder, new or empty (dist)"
+    )
+    parser.add_argument(
+        "--native",
+        type=Path,
+        default=None,
+        help="folder of native builds (default: <cache>/native/<commit12>)",
+    )
+    parser.add_argument(
+        "--generated", type=Path, default=None, help="bindings folder (default: generated/)"
+    )
+    parser.add_argument(
+        "--notes", type=Path, default=None, help="API/ABI report (default: the entry's `notes`)"
+    )
+    parser.add_argument(
+        "--releases", type=Path, default=None, help="releases.toml to read (default: the repo's)"
+    )
+    parser.add_argument("--publish", action="store_true", help="publish to GitHub Releases")
+    parser.add_argument("--repo", metavar="OWNER/NAME", help="GitHub repository to publish to")
+    parser.add_argument(
+        "--api-url", default=DEFAULT_API_URL, help=f"GitHub API base (default {DEFAULT_API_URL})"
+    )
+    parser.add_argument(
+        "--target",
+        default=None,
+        help="commit or branch the release tag points at (default: "
+        "the repository's default branch)",
+    )
+    parser.set_defaults(func=run)

@@ -1,0 +1,154 @@
+"""Assemble a release into ``--out``: archives, ``assets.json``, release notes, ``SHA256SUMS``.
+
+Everything that can refuse the release is checked before the first byte is written: the gate
+record, the native folders (commit, library hashes, a passing gate record for each), the bindings
+in ``generated/`` (made from the same commit) and the notes file. The files are then written to a
+sibling work folder that replaces ``--out`` in one rename, so a failure leaves ``--out`` as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from generator.release.archives import collect, write_archive
+from generator.release.assets import ASSETS_NAME, Artifact, manifest, write_manifest
+from generator.release.checksums import SUMS_NAME, write_sums
+from generator.release.errors import ReleaseRefusedError
+from generator.release.gates import (
+    CI_REQUIRED_GATES,
+    GateRecord,
+    PlatformGates,
+    read_ci_gates,
+    require_releasable,
+)
+from generator.release.native import PACKED_ENTRIES, NativeBuild, find_native_builds
+from generator.release.notes import NOTES_NAME, read_notes, render_notes
+from generator.releases import Release
+
+BINDINGS_MANIFEST = "abi_manifest.json"
+
+
+@dataclass(frozen=True)
+class ReleaseInputs:
+    release: Release
+    gates: GateRecord
+    native_dir: Path
+    generated_dir: Path
+    notes_path: Path | None
+
+
+@dataclass(frozen=True)
+class AssembledRelease:
+    out: Path
+    tag: str
+    artifacts: list[Artifact]
+    files: list[str]  # every file in ``out``, sorted
+    gates: list[PlatformGates]
+
+
+def release_tag(release: Release) -> str:
+    return release.tag or release.ref
+
+
+def _progress(text: str) -> None:
+    print(f"release: {text}", file=sys.stderr, flush=True)
+
+
+def _gates_for(build: NativeBuild, record: GateRecord) -> PlatformGates:
+    recorded = record.lookup(build.platform, build.backend)
+    if recorded is not None:
+        return recorded  # already checked by require_releasable
+    ci = read_ci_gates(build.folder)
+    if ci is None:
+        raise ReleaseRefusedError(
+            f"{build.folder}: {build.platform}/{build.backend} has no gate record (neither in "
+            "releases.toml nor a gates.json from its CI job)"
+        )
+    fails = ci.failures(CI_REQUIRED_GATES)
+    if fails:
+        raise ReleaseRefusedError(f"{build.folder}: gates did not pass ({', '.join(fails)})")
+    return ci
+
+
+def _bindings_files(generated: Path, commit: str) -> list[str]:
+    manifest_path = generated / BINDINGS_MANIFEST
+    try:
+        data = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ReleaseRefusedError(
+            f"{manifest_path}: no readable bindings manifest; run `llama-bindgen generate` ({exc})"
+        ) from exc
+    if not isinstance(data, dict) or data.get("commit") != commit:
+        found = data.get("commit") if isinstance(data, dict) else None
+        raise ReleaseRefusedError(
+            f"{generated} holds bindings for commit {found!r}, the release is {commit}"
+        )
+    return sorted(p.name for p in generated.iterdir() if not p.name.startswith("."))
+
+
+def _check_out(out: Path) -> None:
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ReleaseRefusedError(f"{out} exists and is not an empty folder")
+
+
+def assemble_release(inputs: ReleaseInputs, out: Path) -> AssembledRelease:
+    rel = inputs.release
+    tag = release_tag(rel)
+    require_releasable(rel.ref, inputs.gates)
+    _check_out(out)
+    builds = find_native_builds(inputs.native_dir, rel.commit)
+    gates = {(b.platform, b.backend): _gates_for(b, inputs.gates) for b in builds}
+    packed = {g.key for g in gates.values()}
+    unbuilt = sorted(set(inputs.gates.platforms) - packed)
+    if unbuilt:
+        raise ReleaseRefusedError(
+            f"{inputs.native_dir} has no build for {', '.join(unbuilt)}, whose gates are recorded"
+        )
+    bindings = _bindings_files(inputs.generated_dir, rel.commit)
+    report = read_notes(inputs.notes_path)
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    work = out.parent / f".{out.name}.partial-{os.getpid()}"
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir()
+    try:
+        artifacts: list[Artifact] = []
+        for build in builds:
+            name = build.archive_name(tag)
+            _progress(f"pack {name}")
+            stem = name.removesuffix("." + build.archive_ext)
+            path = write_archive(work / name, collect(build.folder, stem, PACKED_ENTRIES))
+            artifacts.append(Artifact.of(path, "native", build.os_name, build.arch, build.backend))
+        bindings_name = f"llama-bindgen-bindings-{tag}.tar.gz"
+        _progress(f"pack {bindings_name}")
+        path = write_archive(
+            work / bindings_name,
+            collect(inputs.generated_dir, f"llama-bindgen-bindings-{tag}", tuple(bindings)),
+        )
+        artifacts.append(Artifact.of(path, "bindings", "any", "any", "any"))
+        write_manifest(work / ASSETS_NAME, manifest(tag, rel.commit, rel.digest, artifacts))
+        notes = render_notes(
+            tag=tag,
+            commit=rel.commit,
+            digest=rel.digest,
+            gates=list(gates.values()),
+            artifacts=artifacts,
+            report=report,
+            diff_summary=inputs.gates.diff_summary,
+        )
+        (work / NOTES_NAME).write_text(notes, encoding="utf-8")
+        files = sorted(p.name for p in work.iterdir())
+        write_sums(work, files)
+        if out.exists():
+            out.rmdir()
+        os.replace(work, out)
+    finally:
+        if work.exists():
+            shutil.rmtree(work)
+    return AssembledRelease(out, tag, artifacts, sorted([*files, SUMS_NAME]), list(gates.values()))

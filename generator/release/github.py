@@ -1,0 +1,185 @@
+"""Publishing a release to GitHub Releases through its REST API, all or nothing.
+
+1. refuse when a release for the tag exists (``GET /repos/{repo}/releases/tags/{tag}``),
+2. create a draft (``POST /repos/{repo}/releases``),
+3. upload every asset to the draft's ``upload_url`` (``POST ...?name=FILE``),
+4. publish it (``PATCH /repos/{repo}/releases/{id}`` with ``draft: false``).
+
+When any step after 2 fails the draft is deleted (``DELETE /repos/{repo}/releases/{id}``), so no
+half-published release remains. The token comes from ``$GITHUB_TOKEN``; it is sent only in the
+Authorization header, to the API host and the upload host it names, and never printed, logged or
+written (error messages carry method, path and HTTP status only).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import requests
+
+from generator.errors import UsageError
+from generator.release.errors import PublishError
+from generator.sources.download import make_session
+
+TOKEN_ENV = "GITHUB_TOKEN"
+DEFAULT_API_URL = "https://api.github.com"
+API_VERSION = "2022-11-28"
+CONNECT_TIMEOUT_S = 10.0
+READ_TIMEOUT_S = 60.0
+UPLOAD_READ_TIMEOUT_S = 600.0
+_REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+
+
+@dataclass(frozen=True)
+class PublishedRelease:
+    id: int
+    html_url: str
+    assets: list[str]
+
+
+def token_from_env() -> str:
+    token = os.environ.get(TOKEN_ENV, "").strip()
+    if not token:
+        raise UsageError(f"publishing needs a token in ${TOKEN_ENV}")
+    return token
+
+
+class GitHubReleases:
+    """A small client for the endpoints above."""
+
+    def __init__(
+        self,
+        repo: str,
+        token: str,
+        api_url: str = DEFAULT_API_URL,
+        session: requests.Session | None = None,
+        progress: Callable[[str], None] | None = None,
+    ) -> None:
+        if not _REPO.match(repo):
+            raise UsageError(f"--repo {repo!r} is not OWNER/NAME")
+        self.repo = repo
+        self.api_url = api_url.rstrip("/")
+        self._session = session or make_session()
+        self._session.headers.update(
+            {
+                "Authorization": f"Bearer {token}",
+                "Accept": "application/vnd.github+json",
+                "X-GitHub-Api-Version": API_VERSION,
+            }
+        )
+        self._progress = progress or (lambda text: print(text, file=sys.stderr, flush=True))
+
+    # -- one request -------------------------------------------------------------------------
+    def _request(
+        self,
+        method: str,
+        url: str,
+        expect: tuple[int, ...],
+        read_timeout: float = READ_TIMEOUT_S,
+        **kwargs: Any,
+    ) -> requests.Response:
+        shown = f"{method} {urlsplit(url).path}"
+        try:
+            resp = self._session.request(
+                method, url, timeout=(CONNECT_TIMEOUT_S, read_timeout), **kwargs
+            )
+        except requests.RequestException as exc:
+            raise PublishError(f"{shown}: {type(exc).__name__}") from None
+        if resp.status_code not in expect:
+            raise PublishError(f"{shown}: HTTP {resp.status_code}")
+        return resp
+
+    def _json(self, resp: requests.Response, what: str) -> dict[str, Any]:
+        try:
+            data = resp.json()
+        except ValueError:
+            raise PublishError(f"{what}: the answer is not JSON") from None
+        if not isinstance(data, dict):
+            raise PublishError(f"{what}: the answer is not a JSON object")
+        return data
+
+    # -- the steps ---------------------------------------------------------------------------
+    def _releases_url(self) -> str:
+        return f"{self.api_url}/repos/{self.repo}/releases"
+
+    def exists(self, tag: str) -> bool:
+        resp = self._request("GET", f"{self._releases_url()}/tags/{tag}", (200, 404))
+        return resp.status_code == 200
+
+    def _upload_base(self, data: dict[str, Any]) -> str:
+        template = str(data.get("upload_url", ""))
+        base = template.split("{", 1)[0]
+        parts, api = urlsplit(base), urlsplit(self.api_url)
+        allowed = {api.netloc}
+        if api.netloc == "api.github.com":
+            allowed.add("uploads.github.com")
+        if parts.scheme != api.scheme or parts.netloc not in allowed:
+            raise PublishError("the draft's upload_url is not on the API's upload host")
+        return base
+
+    def publish(
+        self, tag: str, name: str, body: str, assets: list[Path], commitish: str | None = None
+    ) -> PublishedRelease:
+        if self.exists(tag):
+            raise PublishError(f"{self.repo} already has a release for tag {tag}; not replacing it")
+        payload: dict[str, Any] = {"tag_name": tag, "name": name, "body": body, "draft": True}
+        if commitish:
+            payload["target_commitish"] = commitish
+        resp = self._request("POST", self._releases_url(), (201,), json=payload)
+        draft = self._json(resp, "create draft")
+        release_id = draft.get("id")
+        if not isinstance(release_id, int):
+            raise PublishError("create draft: the answer has no release id")
+        self._progress(f"publish: draft release {release_id} created for {tag}")
+        try:
+            upload_base = self._upload_base(draft)
+            for path in sorted(assets, key=lambda p: p.name):
+                self._progress(f"publish: upload {path.name}")
+                with path.open("rb") as fh:
+                    self._request(
+                        "POST",
+                        upload_base,
+                        (201,),
+                        read_timeout=UPLOAD_READ_TIMEOUT_S,
+                        params={"name": path.name},
+                        data=fh,
+                        headers={
+                            "Content-Type": "application/octet-stream",
+                            "Content-Length": str(path.stat().st_size),
+                        },
+                    )
+            resp = self._request(
+                "PATCH", f"{self._releases_url()}/{release_id}", (200,), json={"draft": False}
+            )
+            final = self._json(resp, "publish draft")
+        except BaseException as exc:
+            self._delete_draft(release_id)
+            if isinstance(exc, PublishError):
+                raise PublishError(f"{exc}; the draft release was deleted") from None
+            raise
+        return PublishedRelease(
+            release_id, str(final.get("html_url", "")), sorted(p.name for p in assets)
+        )
+
+    def _delete_draft(self, release_id: int, attempts: int = 3) -> None:
+        """Delete the draft; DELETE is idempotent, so it is retried (404 means already gone)."""
+        last = ""
+        for _ in range(attempts):
+            try:
+                self._request("DELETE", f"{self._releases_url()}/{release_id}", (204, 404))
+            except PublishError as exc:
+                last = str(exc)
+                continue
+            self._progress(f"publish: draft release {release_id} deleted")
+            return
+        raise PublishError(
+            f"publishing failed and draft release {release_id} could not be deleted ({last}): "
+            "delete it by hand"
+        )

@@ -1,0 +1,26 @@
+"""Render ``.github/workflows/release.yml`` from ``templates/ci/release.yml.j2`` and the matrix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from generator import __version__
+from generator.paths import repo_root
+from generator.release.ci_matrix import PUBLISH_RUNNER, PYTHON_VERSION, ci_jobs
+from generator.release.render import render
+
+WORKFLOW_PATH = Path(".github/workflows/release.yml")
+
+
+def default_workflow_path() -> Path:
+    return repo_root() / WORKFLOW_PATH
+
+
+def render_workflow() -> str:
+    return render(
+        "ci/release.yml.j2",
+        generator_version=__version__,
+        jobs=ci_jobs(),
+        publish_runner=PUBLISH_RUNNER,
+        python_version=PYTHON_VERSION,
+    )

@@ -1,0 +1,161 @@
+"""A loopback server that implements the GitHub Releases endpoints `release --publish` uses.
+
+State lives in :class:`FakeGitHub`: releases by id (tag, draft flag, uploaded assets). Uploads of
+a name in ``fail_uploads`` answer 500; ``fail_patch`` makes publishing the draft answer 422.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+
+@dataclass
+class FakeRelease:
+    id: int
+    tag: str
+    name: str
+    body: str
+    draft: bool
+    assets: dict[str, bytes] = field(default_factory=dict)
+
+
+@dataclass
+class FakeGitHub:
+    repo: str
+    token: str
+    releases: dict[int, FakeRelease] = field(default_factory=dict)
+    fail_uploads: set[str] = field(default_factory=set)
+    fail_patch: bool = False
+    log: list[str] = field(default_factory=list)
+    bad_auth: int = 0
+    _next_id: int = 1
+
+    def new_id(self) -> int:
+        self._next_id += 1
+        return self._next_id
+
+
+@contextmanager
+def serve(state: FakeGitHub) -> Iterator[str]:
+    lock = threading.Lock()
+    base = f"/repos/{state.repo}/releases"
+    upload = f"/uploads/repos/{state.repo}/releases"
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def _send(self, status: int, payload: Any = None) -> None:
+            body = b"" if payload is None else json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _body(self) -> bytes:
+            length = int(self.headers.get("Content-Length", "0"))
+            return self.rfile.read(length) if length else b""
+
+        def _authorised(self) -> bool:
+            if self.headers.get("Authorization") != f"Bearer {state.token}":
+                state.bad_auth += 1
+                self._body()
+                self._send(401, {"message": "Bad credentials"})
+                return False
+            return True
+
+        def _release_json(self, rel: FakeRelease) -> dict[str, Any]:
+            host = f"http://{self.headers['Host']}"
+            return {
+                "id": rel.id,
+                "tag_name": rel.tag,
+                "draft": rel.draft,
+                "html_url": f"{host}/{state.repo}/releases/tag/{rel.tag}",
+                "upload_url": f"{host}{upload}/{rel.id}/assets{{?name,label}}",
+            }
+
+        def _handle(self, method: str) -> None:
+            url = urlsplit(self.path)
+            with lock:
+                state.log.append(f"{method} {url.path}")
+                if not self._authorised():
+                    return
+                self._route(method, url.path, parse_qs(url.query))
+
+        def _route(self, method: str, path: str, query: dict[str, list[str]]) -> None:
+            if method == "GET" and path.startswith(f"{base}/tags/"):
+                tag = path.rsplit("/", 1)[1]
+                hits = [r for r in state.releases.values() if r.tag == tag and not r.draft]
+                self._send(200, self._release_json(hits[0])) if hits else self._send(404, {})
+                return
+            if method == "POST" and path == base:
+                data = json.loads(self._body())
+                rel = FakeRelease(
+                    state.new_id(), data["tag_name"], data["name"], data["body"], data["draft"]
+                )
+                state.releases[rel.id] = rel
+                self._send(201, self._release_json(rel))
+                return
+            m = re.fullmatch(rf"{re.escape(upload)}/(\d+)/assets", path)
+            if method == "POST" and m:
+                body = self._body()
+                rel = state.releases.get(int(m.group(1)))
+                name = query.get("name", [""])[0]
+                if rel is None:
+                    self._send(404, {})
+                elif name in state.fail_uploads:
+                    self._send(500, {"message": "upload failed"})
+                else:
+                    rel.assets[name] = body
+                    self._send(201, {"name": name, "size": len(body)})
+                return
+            m = re.fullmatch(rf"{re.escape(base)}/(\d+)", path)
+            if m and method in ("PATCH", "DELETE"):
+                body = self._body()
+                rid = int(m.group(1))
+                if rid not in state.releases:
+                    self._send(404, {})
+                elif method == "DELETE":
+                    del state.releases[rid]
+                    self._send(204)
+                elif state.fail_patch:
+                    self._send(422, {"message": "Validation Failed"})
+                else:
+                    state.releases[rid].draft = bool(json.loads(body).get("draft", True))
+                    self._send(200, self._release_json(state.releases[rid]))
+                return
+            self._body()
+            self._send(404, {"message": "Not Found"})
+
+        def do_GET(self) -> None:
+            self._handle("GET")
+
+        def do_POST(self) -> None:
+            self._handle("POST")
+
+        def do_PATCH(self) -> None:
+            self._handle("PATCH")
+
+        def do_DELETE(self) -> None:
+            self._handle("DELETE")
+
+        def log_message(self, format: str, *args: object) -> None:
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)

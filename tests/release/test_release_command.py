@@ -1,0 +1,242 @@
+"""`llama-bindgen release`: what it writes, that it verifies, and what it refuses."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from generator.cli import main
+from generator.release.gates import GATES_FILE
+from tests.release.fixtures import (
+    COMMIT,
+    PASSED,
+    TAG,
+    make_generated,
+    make_native,
+    tree_snapshot,
+    write_releases,
+)
+
+PLATFORMS = ("linux-x86_64", "linux-aarch64", "windows-x86_64")
+
+
+@pytest.fixture
+def inputs(tmp_path: Path) -> dict[str, Path]:
+    native = tmp_path / "native"
+    for platform in PLATFORMS:
+        make_native(native, platform)
+    notes = tmp_path / "report.md"
+    notes.write_text("### Added\n\n* `llama_mtp_draft` (function)\n")
+    return {
+        "native": native,
+        "generated": make_generated(tmp_path),
+        "releases": write_releases(
+            tmp_path / "releases.toml", dict.fromkeys(PLATFORMS, PASSED), notes="report.md"
+        ),
+    }
+
+
+def release(inputs: dict[str, Path], out: Path, *extra: str) -> int:
+    return main(
+        [
+            "release",
+            TAG,
+            "--out",
+            str(out),
+            "--native",
+            str(inputs["native"]),
+            "--generated",
+            str(inputs["generated"]),
+            "--releases",
+            str(inputs["releases"]),
+            *extra,
+        ]
+    )
+
+
+def test_writes_verifiable_release(
+    tmp_path: Path, inputs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "dist"
+    assert release(inputs, out) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == str(out)
+    names = sorted(p.name for p in out.iterdir())
+    expected_archives = [
+        f"llama-bindgen-bindings-{TAG}.tar.gz",
+        f"llama-bindgen-linux-aarch64-cpu-{TAG}.tar.gz",
+        f"llama-bindgen-linux-x86_64-cpu-{TAG}.tar.gz",
+        f"llama-bindgen-windows-x86_64-cpu-{TAG}.zip",
+    ]
+    assert names == sorted([*expected_archives, "RELEASE_NOTES.md", "SHA256SUMS", "assets.json"])
+
+    check = subprocess.run(
+        ["sha256sum", "--check", "--strict", "SHA256SUMS"],
+        cwd=out,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert check.stdout.count(": OK") == len(names) - 1
+
+    assets = json.loads((out / "assets.json").read_text())
+    assert (assets["tag"], assets["commit"]) == (TAG, COMMIT)
+    by_file = {a["file"]: a for a in assets["artifacts"]}
+    assert sorted(by_file) == expected_archives
+    for name, entry in by_file.items():
+        data = (out / name).read_bytes()
+        assert entry["sha256"] == hashlib.sha256(data).hexdigest()
+        assert entry["size"] == len(data)
+    win = by_file[f"llama-bindgen-windows-x86_64-cpu-{TAG}.zip"]
+    assert (win["platform"], win["arch"], win["backend"]) == ("windows", "x86_64", "cpu")
+
+    # The native archive holds the build folder's libraries, headers and build-info.json.
+    with tarfile.open(out / f"llama-bindgen-linux-aarch64-cpu-{TAG}.tar.gz") as tar:
+        top = f"llama-bindgen-linux-aarch64-cpu-{TAG}"
+        members = {m.name for m in tar.getmembers() if m.isfile()}
+        lib = tar.extractfile(f"{top}/lib/libllama.so")
+        assert lib is not None
+        assert lib.read() == (inputs["native"] / "linux-aarch64/lib/libllama.so").read_bytes()
+    assert members == {f"{top}/{rel}" for rel in tree_snapshot(inputs["native"] / "linux-aarch64")}
+    with zipfile.ZipFile(out / f"llama-bindgen-windows-x86_64-cpu-{TAG}.zip") as zf:
+        assert f"llama-bindgen-windows-x86_64-cpu-{TAG}/lib/libllama.dll" in zf.namelist()
+    with tarfile.open(out / f"llama-bindgen-bindings-{TAG}.tar.gz") as tar:
+        bindings = {m.name.split("/", 1)[1] for m in tar.getmembers() if m.isfile()}
+    assert bindings == {"__init__.py", "_cdef.py", "abi_manifest.json"}
+
+    notes = (out / "RELEASE_NOTES.md").read_text()
+    assert "`llama_mtp_draft` (function)" in notes
+    assert COMMIT in notes and "3 functions added" in notes
+    assert by_file[expected_archives[0]]["sha256"] in notes
+    for platform in PLATFORMS:
+        assert f"| {platform} | passed | passed | passed | passed |" in notes
+    assert not list(tmp_path.glob(".dist.partial-*"))
+
+
+def test_two_runs_give_identical_bytes(tmp_path: Path, inputs: dict[str, Path]) -> None:
+    assert release(inputs, tmp_path / "a") == 0
+    for p in (inputs["native"] / "linux-x86_64").rglob("*"):
+        p.touch()  # new mtimes must not change a byte
+    assert release(inputs, tmp_path / "b") == 0
+    assert tree_snapshot(tmp_path / "a") == tree_snapshot(tmp_path / "b")
+
+
+def refused(
+    tmp_path: Path, inputs: dict[str, Path], capsys: pytest.CaptureFixture[str], reason: str
+) -> None:
+    out = tmp_path / "dist"
+    code = release(inputs, out)
+    err = capsys.readouterr().err
+    assert code != 0, "the release must be refused"
+    assert reason in err, err
+    assert not out.exists(), "a refused release writes nothing"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+def test_failed_gate_is_refused(
+    tmp_path: Path, inputs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    gates = dict.fromkeys(PLATFORMS, PASSED)
+    gates["linux-aarch64"] = {**PASSED, "layout": "failed"}
+    write_releases(inputs["releases"], gates)
+    refused(tmp_path, inputs, capsys, "linux-aarch64: layout = 'failed'")
+
+
+def test_entry_without_gates_is_refused(
+    tmp_path: Path, inputs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_releases(inputs["releases"], None)
+    refused(tmp_path, inputs, capsys, "no [release.gates] record")
+
+
+def test_native_build_of_another_commit_is_refused(
+    tmp_path: Path, inputs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    make_native(inputs["native"], "linux-x86_64", commit="f" * 40)
+    refused(tmp_path, inputs, capsys, "built from commit 'ffff")
+
+
+def test_tampered_library_is_refused(
+    tmp_path: Path, inputs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    (inputs["native"] / "linux-x86_64/lib/libllama.so").write_bytes(b"changed")
+    refused(tmp_path, inputs, capsys, "does not match its recorded sha256")
+
+
+def test_gated_platform_without_build_is_refused(
+    tmp_path: Path, inputs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    shutil.rmtree(inputs["native"] / "linux-aarch64")
+    refused(tmp_path, inputs, capsys, "no build for linux-aarch64")
+
+
+def test_bindings_of_another_commit_are_refused(
+    tmp_path: Path, inputs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    make_generated(tmp_path, commit="e" * 40)
+    refused(tmp_path, inputs, capsys, "holds bindings for commit 'eeee")
+
+
+def test_nonempty_out_is_left_alone(
+    tmp_path: Path, inputs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "dist"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    assert release(inputs, out) != 0
+    assert "not an empty folder" in capsys.readouterr().err
+    assert tree_snapshot(out) == {"keep.txt": b"mine"}
+
+
+def test_ci_gate_records_admit_extra_builds(
+    tmp_path: Path, inputs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A CI job's build (here linux-x86_64/cuda) ships only with its own passing gates.json."""
+    cuda = make_native(inputs["native"], "linux-x86_64", "cuda", folder="native-linux-x86_64-cuda")
+    refused(tmp_path, inputs, capsys, "linux-x86_64/cuda has no gate record")
+
+    from generator.release.ci_job import main as ci_job
+
+    assert (
+        ci_job(
+            [
+                str(cuda),
+                "--platform",
+                "linux-x86_64",
+                "--backend",
+                "cuda",
+                "build=success",
+                "tests=failure",
+            ]
+        )
+        == 1
+    )
+    refused(tmp_path, inputs, capsys, "tests = 'failure'")
+
+    assert (
+        ci_job(
+            [
+                str(cuda),
+                "--platform",
+                "linux-x86_64",
+                "--backend",
+                "cuda",
+                "build=success",
+                "tests=success",
+            ]
+        )
+        == 0
+    )
+    assert (cuda / GATES_FILE).is_file()
+    out = tmp_path / "dist"
+    assert release(inputs, out) == 0
+    assert (out / f"llama-bindgen-linux-x86_64-cuda-{TAG}.tar.gz").is_file()
+    notes = (out / "RELEASE_NOTES.md").read_text()
+    assert "| linux-x86_64-cuda | passed | - | - | - | passed |" in notes
