@@ -1,4 +1,4 @@
-"""The cross-ABI report: every record's size/align on every IR target, and what moves between them."""
+"""The cross-ABI report: each record's size/align on every IR target, and what moves."""
 
 from __future__ import annotations
 
