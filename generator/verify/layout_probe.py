@@ -74,24 +74,53 @@ def probe_values(interface: Interface, triple: str) -> list[ProbeValue]:
     return values
 
 
-def render_probe(
-    interface: Interface, triple: str, headers: list[str]
-) -> tuple[str, list[ProbeValue]]:
-    env = jinja2.Environment(
+def key_text(key: tuple[str, ...]) -> str:
+    """A probe key as one string (``offset struct llama_context_params n_rs_seq``)."""
+    return " ".join(key)
+
+
+def _env() -> jinja2.Environment:
+    return jinja2.Environment(
         loader=jinja2.FileSystemLoader(templates_dir() / "probe"),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
+
+
+def render_abi_identity(interface: Interface, headers: list[str], digest: str) -> str:
+    """C source of the ABI identity library: commit, tree digest and the compiled layouts."""
+    values = probe_values(interface, interface.host_target)
+    return (
+        _env()
+        .get_template("abi_identity.c.j2")
+        .render(
+            generator_version=__version__,
+            tag=interface.source.tag,
+            commit=interface.source.commit,
+            digest=digest,
+            headers=headers,
+            values=[{"expr": v.expr, "key": key_text(v.key)} for v in values],
+        )
+    )
+
+
+def render_probe(
+    interface: Interface, triple: str, headers: list[str]
+) -> tuple[str, list[ProbeValue]]:
     values = probe_values(interface, triple)
-    text = env.get_template("layout_probe.c.j2").render(
-        generator_version=__version__,
-        tag=interface.source.tag,
-        commit=interface.source.commit,
-        headers=headers,
-        values=[{"expr": v.expr, "key": " ".join(v.key)} for v in values],
-        magic=[f"0x{m:016X}" for m in MAGIC],
+    text = (
+        _env()
+        .get_template("layout_probe.c.j2")
+        .render(
+            generator_version=__version__,
+            tag=interface.source.tag,
+            commit=interface.source.commit,
+            headers=headers,
+            values=[{"expr": v.expr, "key": key_text(v.key)} for v in values],
+            magic=[f"0x{m:016X}" for m in MAGIC],
+        )
     )
     return text, values
 
