@@ -38,22 +38,25 @@ def ir_values(interface: Interface, triple: str) -> dict[Key, int]:
         layout = record.layouts.get(triple)
         if record.opaque or layout is None:
             continue
-        out[("size", record.c_name)] = layout.size
-        out[("align", record.c_name)] = layout.align
+        out[("size", record.name)] = layout.size
+        out[("align", record.name)] = layout.align
         for fld in layout.fields:
             if fld.bit_width is None:
-                out[("offset", record.c_name, fld.name)] = fld.offset
+                out[("offset", record.name, fld.name)] = fld.offset
     for enum in interface.enums:
         if triple in enum.sizes:
-            out[("enum", enum.c_name)] = enum.sizes[triple]
+            out[("enum", enum.name)] = enum.sizes[triple]
     return out
 
 
-def cffi_values(ffi: Any, keys: list[Key]) -> dict[Key, int]:
+def cffi_values(ffi: Any, interface: Interface, keys: list[Key]) -> dict[Key, int]:
     """What cffi computes from the emitted cdef, for the same keys (host target only)."""
+    c_names = {r.name: r.c_name for r in interface.records}
+    c_names.update({e.name: e.c_name for e in interface.enums})
     out: dict[Key, int] = {}
     for key in keys:
-        kind, name, *rest = key
+        kind, plain, *rest = key
+        name = c_names[plain]
         if kind in ("size", "enum"):
             out[key] = int(ffi.sizeof(name))
         elif kind == "align":

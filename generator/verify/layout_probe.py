@@ -36,7 +36,9 @@ class ProbeError(BindgenError):
 
 @dataclass(frozen=True)
 class ProbeValue:
-    key: tuple[str, ...]  # ("size"|"align", c_name) / ("offset", c_name, field) / ("enum", c_name)
+    # ("size"|"align", name) / ("offset", name, field) / ("enum", name); names as the IR and the
+    # ABI manifest spell them (the tag, or the typedef name of a tagless record)
+    key: tuple[str, ...]
     expr: str
 
 
@@ -58,19 +60,19 @@ def probe_values(interface: Interface, triple: str) -> list[ProbeValue]:
         layout = record.layouts.get(triple)
         if record.opaque or layout is None:
             continue
-        values.append(ProbeValue(("size", record.c_name), f"sizeof({record.c_name})"))
-        values.append(ProbeValue(("align", record.c_name), f"_Alignof({record.c_name})"))
+        values.append(ProbeValue(("size", record.name), f"sizeof({record.c_name})"))
+        values.append(ProbeValue(("align", record.name), f"_Alignof({record.c_name})"))
         for fld in layout.fields:
             if fld.bit_width is not None:
                 continue  # offsetof cannot name a bit-field; its record's size still covers it
             values.append(
                 ProbeValue(
-                    ("offset", record.c_name, fld.name), f"offsetof({record.c_name}, {fld.name})"
+                    ("offset", record.name, fld.name), f"offsetof({record.c_name}, {fld.name})"
                 )
             )
     for enum in sorted(interface.enums, key=lambda e: e.name):
         if triple in enum.sizes:
-            values.append(ProbeValue(("enum", enum.c_name), f"sizeof({enum.c_name})"))
+            values.append(ProbeValue(("enum", enum.name), f"sizeof({enum.c_name})"))
     return values
 
 

@@ -41,8 +41,8 @@ def test_probe_agrees_with_clang(
     problems = compare({f"probe ({runner.how})": probe, f"clang {runner.triple}": clang})
     assert not problems, "\n".join(p.describe() for p in problems)
     # the fields this project exists for are among what was measured
-    assert ("offset", "struct llama_context_params", "n_rs_seq") in probe
-    assert ("offset", "struct llama_context_params", "ctx_type") in probe
+    assert ("offset", "llama_context_params", "n_rs_seq") in probe
+    assert ("offset", "llama_context_params", "ctx_type") in probe
     assert len(probe) > 300
 
 
@@ -64,11 +64,11 @@ def test_inserted_field_is_caught(interface: Interface, tree_b11312: Path, tmp_p
     problems = compare({"probe": probe, "clang": ir_values(interface, runner.triple)})
     named = {p.key for p in problems}
     for fld in ("n_rs_seq", "ctx_type"):
-        assert ("offset", "struct llama_context_params", fld) in named
-    assert ("size", "struct llama_context_params") in named
-    assert all(k[1] == "struct llama_context_params" for k in named), named
+        assert ("offset", "llama_context_params", fld) in named
+    assert ("size", "llama_context_params") in named
+    assert all(k[1] == "llama_context_params" for k in named), named
     text = "\n".join(p.describe() for p in problems)
-    assert "offsetof(struct llama_context_params, ctx_type): probe = " in text
+    assert "offsetof(llama_context_params, ctx_type): probe = " in text
 
 
 def test_reader_finds_exactly_one_array() -> None:
