@@ -1,0 +1,1 @@
+"""Verification gates run against built libraries: layouts, symbols, smoke generation."""

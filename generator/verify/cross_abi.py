@@ -1,0 +1,66 @@
+"""The cross-ABI report: each record's size/align on every IR target, and what moves."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import jinja2
+
+from generator import __version__
+from generator.ir.interface import Interface
+from generator.paths import templates_dir
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    cells: tuple[str, ...]
+
+
+def _rows(interface: Interface) -> tuple[list[Row], list[Row], list[Row]]:
+    targets = list(interface.targets)
+    sizes: list[Row] = []
+    differing: list[Row] = []
+    for record in sorted(interface.records, key=lambda r: r.name):
+        if record.opaque or not record.layouts:
+            continue
+        cells = []
+        for t in targets:
+            lay = record.layouts.get(t)
+            cells.append(f"{lay.size}/{lay.align}" if lay else "-")
+        sizes.append(Row(record.c_name, tuple(cells)))
+        names = [f.name for f in next(iter(record.layouts.values())).fields]
+        for name in names:
+            offsets: list[str] = []
+            for t in targets:
+                lay = record.layouts.get(t)
+                fld = lay.field(name) if lay else None
+                offsets.append(str(fld.bit_offset // 8) if fld else "-")
+            if len(set(offsets)) > 1:
+                differing.append(Row(f"{record.c_name}.{name}", tuple(offsets)))
+    enum_rows: list[Row] = []
+    for enum in sorted(interface.enums, key=lambda e: e.name):
+        cells = [str(enum.sizes[t]) if t in enum.sizes else "-" for t in targets]
+        if len(set(cells)) > 1:
+            enum_rows.append(Row(enum.c_name, tuple(cells)))
+    return sizes, differing, enum_rows
+
+
+def render_cross_abi(interface: Interface) -> str:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(templates_dir() / "report"),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    rows, differing, enum_rows = _rows(interface)
+    return env.get_template("cross_abi.md.j2").render(
+        generator_version=__version__,
+        tag=interface.source.tag,
+        commit=interface.source.commit,
+        targets=list(interface.targets),
+        rows=rows,
+        differing=differing,
+        enum_rows=enum_rows,
+    )

@@ -1,0 +1,185 @@
+"""The layout probe: a C program emitted from the IR and compiled by a platform's real compiler.
+
+It records ``sizeof``/``_Alignof`` of every struct and union the IR lays out, ``offsetof`` of every
+named non-bit-field member, and ``sizeof`` of every enum, in one array behind a magic marker.
+The values come back either by running the program (natively, or under qemu) or, where the
+platform's binaries cannot run here, by reading the array out of the compiled object file: the
+numbers are then still the real compiler's, only not executed.
+"""
+
+from __future__ import annotations
+
+import shutil
+import struct
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+
+from generator import __version__
+from generator.errors import BindgenError
+from generator.ir.interface import Interface
+from generator.paths import templates_dir
+
+# "LLAMABND" and "LAYOUT01" as little-endian 64-bit words: every target we build is little-endian.
+MAGIC = (
+    int.from_bytes(b"LLAMABND", "little"),
+    int.from_bytes(b"LAYOUT01", "little"),
+)
+_WORD = struct.Struct("<Q")
+
+
+class ProbeError(BindgenError):
+    """The probe did not compile, did not run, or its output cannot be read."""
+
+
+@dataclass(frozen=True)
+class ProbeValue:
+    # ("size"|"align", name) / ("offset", name, field) / ("enum", name); names as the IR and the
+    # ABI manifest spell them (the tag, or the typedef name of a tagless record)
+    key: tuple[str, ...]
+    expr: str
+
+
+@dataclass(frozen=True)
+class ProbeRunner:
+    """How one platform compiles the probe and gets its numbers back."""
+
+    platform: str
+    triple: str  # the IR target whose clang layout this platform must match
+    compiler: str
+    run_prefix: tuple[str, ...] | None  # None: read the compiled object instead of running
+    how: str  # words for reports: "ran natively", "ran under qemu-aarch64", ...
+
+
+def probe_values(interface: Interface, triple: str) -> list[ProbeValue]:
+    """What the probe measures, in a fixed order (records, then enums, each sorted by name)."""
+    values: list[ProbeValue] = []
+    for record in sorted(interface.records, key=lambda r: r.name):
+        layout = record.layouts.get(triple)
+        if record.opaque or layout is None:
+            continue
+        values.append(ProbeValue(("size", record.name), f"sizeof({record.c_name})"))
+        values.append(ProbeValue(("align", record.name), f"_Alignof({record.c_name})"))
+        for fld in layout.fields:
+            if fld.bit_width is not None:
+                continue  # offsetof cannot name a bit-field; its record's size still covers it
+            values.append(
+                ProbeValue(
+                    ("offset", record.name, fld.name), f"offsetof({record.c_name}, {fld.name})"
+                )
+            )
+    for enum in sorted(interface.enums, key=lambda e: e.name):
+        if triple in enum.sizes:
+            values.append(ProbeValue(("enum", enum.name), f"sizeof({enum.c_name})"))
+    return values
+
+
+def key_text(key: tuple[str, ...]) -> str:
+    """A probe key as one string (``offset struct llama_context_params n_rs_seq``)."""
+    return " ".join(key)
+
+
+def _env() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(templates_dir() / "probe"),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+
+
+def render_abi_identity(interface: Interface, headers: list[str], digest: str) -> str:
+    """C source of the ABI identity library: commit, tree digest and the compiled layouts."""
+    values = probe_values(interface, interface.host_target)
+    return (
+        _env()
+        .get_template("abi_identity.c.j2")
+        .render(
+            generator_version=__version__,
+            tag=interface.source.tag,
+            commit=interface.source.commit,
+            digest=digest,
+            headers=headers,
+            values=[{"expr": v.expr, "key": key_text(v.key)} for v in values],
+        )
+    )
+
+
+def render_probe(
+    interface: Interface, triple: str, headers: list[str]
+) -> tuple[str, list[ProbeValue]]:
+    values = probe_values(interface, triple)
+    text = (
+        _env()
+        .get_template("layout_probe.c.j2")
+        .render(
+            generator_version=__version__,
+            tag=interface.source.tag,
+            commit=interface.source.commit,
+            headers=headers,
+            values=[{"expr": v.expr, "key": key_text(v.key)} for v in values],
+            magic=[f"0x{m:016X}" for m in MAGIC],
+        )
+    )
+    return text, values
+
+
+def read_values_from_binary(blob: bytes, count: int) -> list[int]:
+    """Find the magic marker in a compiled object or executable and read the array after it."""
+    marker = _WORD.pack(MAGIC[0]) + _WORD.pack(MAGIC[1]) + _WORD.pack(count)
+    at = blob.find(marker)
+    if at < 0:
+        raise ProbeError("layout probe array not found in the compiled object")
+    if blob.find(marker, at + 1) >= 0:
+        raise ProbeError("layout probe array found twice in the compiled object")
+    start = at + len(marker)
+    end = start + count * _WORD.size
+    if end > len(blob):
+        raise ProbeError("layout probe array is truncated in the compiled object")
+    return [_WORD.unpack_from(blob, start + i * _WORD.size)[0] for i in range(count)]
+
+
+def _run(cmd: list[str], what: str, log: Path) -> str:
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    with log.open("a", encoding="utf-8") as fh:
+        fh.write(f"$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}\n")
+    if proc.returncode != 0:
+        raise ProbeError(f"layout probe: {what} failed (exit {proc.returncode}); log: {log}")
+    return proc.stdout
+
+
+def run_probe(
+    interface: Interface,
+    runner: ProbeRunner,
+    include_dirs: list[Path],
+    headers: list[str],
+    workdir: Path,
+) -> dict[tuple[str, ...], int]:
+    """Compile the probe for ``runner`` and return its measurements by key."""
+    if shutil.which(runner.compiler) is None:
+        raise ProbeError(f"{runner.platform}: compiler {runner.compiler} not found")
+    workdir.mkdir(parents=True, exist_ok=True)
+    source, values = render_probe(interface, runner.triple, headers)
+    src = workdir / "layout_probe.c"
+    src.write_text(source, encoding="utf-8")
+    log = workdir / "layout_probe.log"
+    log.write_text("", encoding="utf-8")
+    incs = [f"-I{d}" for d in include_dirs]
+    if runner.run_prefix is None:
+        obj = workdir / "layout_probe.o"
+        _run([runner.compiler, "-std=c11", "-c", *incs, str(src), "-o", str(obj)], "compile", log)
+        numbers = read_values_from_binary(obj.read_bytes(), len(values))
+    else:
+        exe = workdir / "layout_probe"
+        _run([runner.compiler, "-std=c11", *incs, str(src), "-o", str(exe)], "compile", log)
+        out = _run([*runner.run_prefix, str(exe)], f"run ({runner.how})", log)
+        try:
+            numbers = [int(line) for line in out.split()]
+        except ValueError as exc:
+            raise ProbeError(f"layout probe printed something that is not a number: {exc}") from exc
+    if len(numbers) != len(values):
+        raise ProbeError(f"layout probe gave {len(numbers)} values, expected {len(values)}")
+    return {v.key: n for v, n in zip(values, numbers, strict=True)}

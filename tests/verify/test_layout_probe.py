@@ -1,0 +1,89 @@
+"""The layout probe, compiled by each platform's real compiler, agrees with clang's IR layout;
+and a header that moved a field is caught, field by field."""
+
+from __future__ import annotations
+
+import shutil
+import struct
+from pathlib import Path
+
+import pytest
+
+from generator.ir.interface import Interface, Source
+from generator.parse import DEFAULT_TARGETS, ParseOptions, parse_interface
+from generator.verify.layout_check import compare, ir_values
+from generator.verify.layout_probe import MAGIC, ProbeError, read_values_from_binary, run_probe
+from generator.verify.probe_platforms import probe_runner
+
+PLATFORMS = ("linux-x86_64", "linux-aarch64", "windows-x86_64")
+EXTRA_TARGETS = ("x86_64-w64-windows-gnu",)
+
+
+@pytest.fixture(scope="module")
+def interface(tree_b11312: Path) -> Interface:
+    options = ParseOptions(tree=tree_b11312, targets=DEFAULT_TARGETS + EXTRA_TARGETS)
+    return parse_interface(
+        options, Source("b11312", "0c1e57098bba43ac29e6e3b677cdceebdd22334f", "")
+    )
+
+
+def includes(tree: Path) -> list[Path]:
+    return [tree / "include", tree / "ggml" / "include"]
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_probe_agrees_with_clang(
+    platform: str, interface: Interface, tree_b11312: Path, tmp_path: Path
+) -> None:
+    runner = probe_runner(platform)
+    probe = run_probe(interface, runner, includes(tree_b11312), ["llama.h"], tmp_path)
+    clang = ir_values(interface, runner.triple)
+    problems = compare({f"probe ({runner.how})": probe, f"clang {runner.triple}": clang})
+    assert not problems, "\n".join(p.describe() for p in problems)
+    # the fields this project exists for are among what was measured
+    assert ("offset", "llama_context_params", "n_rs_seq") in probe
+    assert ("offset", "llama_context_params", "ctx_type") in probe
+    assert len(probe) > 300
+
+
+def test_inserted_field_is_caught(interface: Interface, tree_b11312: Path, tmp_path: Path) -> None:
+    """A tree whose llama_context_params gained a field, probed against the unmodified IR."""
+    shadow = tmp_path / "include"
+    shadow.mkdir()
+    header = (tree_b11312 / "include" / "llama.h").read_text()
+    anchor = "        uint32_t n_rs_seq;"
+    assert header.count(anchor) == 1
+    # a field inserted before n_rs_seq: everything after it moves, as in a real upstream bump
+    shadow.joinpath("llama.h").write_text(
+        header.replace(anchor, "        uint64_t inserted_by_test;\n" + anchor, 1)
+    )
+    runner = probe_runner("linux-x86_64")
+    probe = run_probe(
+        interface, runner, [shadow, tree_b11312 / "ggml" / "include"], ["llama.h"], tmp_path / "w"
+    )
+    problems = compare({"probe": probe, "clang": ir_values(interface, runner.triple)})
+    named = {p.key for p in problems}
+    for fld in ("n_rs_seq", "ctx_type"):
+        assert ("offset", "llama_context_params", fld) in named
+    assert ("size", "llama_context_params") in named
+    assert all(k[1] == "llama_context_params" for k in named), named
+    text = "\n".join(p.describe() for p in problems)
+    assert "offsetof(llama_context_params, ctx_type): probe = " in text
+
+
+def test_reader_finds_exactly_one_array() -> None:
+    words = [*MAGIC, 3, 7, 8, 9]
+    blob = b"junk" + b"".join(struct.pack("<Q", w) for w in words) + b"tail"
+    assert read_values_from_binary(blob, 3) == [7, 8, 9]
+    with pytest.raises(ProbeError, match="not found"):
+        read_values_from_binary(blob, 4)
+    with pytest.raises(ProbeError, match="twice"):
+        read_values_from_binary(blob + blob, 3)
+    with pytest.raises(ProbeError, match="truncated"):
+        read_values_from_binary(blob[: -(4 + 16)], 3)
+
+
+def test_cross_toolchains_present() -> None:
+    """The cross-platform layout tests need these; CI installs them (they must not be skipped)."""
+    for tool in ("gcc", "aarch64-linux-gnu-gcc", "qemu-aarch64", "x86_64-w64-mingw32-gcc"):
+        assert shutil.which(tool), f"{tool} missing: .ci/run installs it"
