@@ -12,8 +12,12 @@ from generator.errors import BindgenError
 
 # Each module defines ``register(subparsers)``, which adds its parser and sets ``func``.
 COMMAND_MODULES: tuple[str, ...] = (
+    "generator.commands.build",
     "generator.commands.bump",
+    "generator.commands.diff",
     "generator.commands.fetch",
+    "generator.commands.generate",
+    "generator.commands.make_test_model",
     "generator.commands.matrix",
     "generator.commands.release",
 )
