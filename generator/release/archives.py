@@ -2,9 +2,9 @@
 
 Members are sorted; times are fixed (``SOURCE_DATE_EPOCH`` when set, else 0; zip's floor is
 1980-01-01); owners are uid/gid 0 with empty names; modes are normalised to 0755 for folders and
-executables and 0644 for other files. The gzip header carries mtime 0 and no file name. Symbolic
-links are stored as links in tarballs when they point inside the folder, and refused otherwise;
-zip archives (Windows) hold no links.
+executables and 0644 for other files. Dot-paths, ``__pycache__`` and ``*.pyc`` are left out. The
+gzip header carries mtime 0 and no file name. Symbolic links are stored as links in tarballs when
+they point inside the folder, and refused otherwise; zip archives (Windows) hold no links.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from generator.release.errors import ReleaseRefusedError
 
 SOURCE_DATE_EPOCH_ENV = "SOURCE_DATE_EPOCH"
 _ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
+_SKIPPED = frozenset({"__pycache__"})  # with dot-paths and *.pyc: never part of a release
 
 
 @dataclass(frozen=True)
@@ -52,8 +53,12 @@ def collect(folder: Path, prefix: str, only: tuple[str, ...] | None = None) -> l
         if top.is_dir() and not top.is_symlink():
             paths += list(top.rglob("*"))
         for path in paths:
-            rel = path.relative_to(folder).as_posix()
-            members.append(Member(f"{prefix}/{rel}", path))
+            rel = path.relative_to(folder)
+            if any(part.startswith(".") or part in _SKIPPED for part in rel.parts):
+                continue
+            if path.suffix == ".pyc":
+                continue
+            members.append(Member(f"{prefix}/{rel.as_posix()}", path))
     return sorted(members, key=lambda m: m.name)
 
 

@@ -53,6 +53,8 @@ def make_generated(root: Path, commit: str = COMMIT) -> Path:
     (d / "_cdef.py").write_text("CDEF = ''\n")
     (d / "abi_manifest.json").write_text(json.dumps({"commit": commit, "tag": TAG}) + "\n")
     (d / ".gitkeep").write_text("")
+    (d / "__pycache__").mkdir(exist_ok=True)
+    (d / "__pycache__" / "_cdef.cpython-311.pyc").write_bytes(b"cache")
     return d
 
 

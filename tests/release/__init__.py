@@ -1,0 +1,1 @@
+"""Tests of the release stage: gates, archives, release command, publishing, CI matrix."""
