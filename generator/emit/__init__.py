@@ -25,6 +25,7 @@ from generator.ir import Interface
 
 PACKAGE_NAME = "llama_bindings"
 LIB_DIR_ENV = "LLAMA_BINDGEN_LIB_DIR"
+SKIP_ABI_CHECK_ENV = "LLAMA_BINDGEN_SKIP_ABI_CHECK"
 LIBRARY_CLASSES = (
     ("llama", "LlamaLibrary"),
     ("ggml", "GgmlLibrary"),
@@ -34,6 +35,7 @@ LIBRARY_CLASSES = (
 # output file -> template
 FILES: tuple[tuple[str, str], ...] = (
     ("__init__.py", "bindings/__init__.py.j2"),
+    ("abi_guard.py", "bindings/abi_guard.py.j2"),
     ("_ffi.py", "bindings/_ffi.py.j2"),
     ("abi_manifest.json", "bindings/abi_manifest.json.j2"),
     ("api.pyi", "bindings/api.pyi.j2"),
@@ -117,6 +119,7 @@ def build_context(api: Interface) -> tuple[dict[str, Any], Cdef]:
         "digest": api.source.digest,
         "has_wrapper": any(f.library == "llama_mtp" for f in api.functions),
         "lib_dir_env": LIB_DIR_ENV,
+        "skip_env": SKIP_ABI_CHECK_ENV,
         "cdef": cdef,
         "records": records,
         "libraries": libraries,

@@ -12,6 +12,7 @@ DEFAULT_TARGETS: tuple[str, ...] = (
     "x86_64-linux-gnu",
     "aarch64-linux-gnu",
     "x86_64-pc-windows-msvc",
+    "x86_64-w64-windows-gnu",
     "aarch64-pc-windows-msvc",
     "arm64-apple-darwin",
     "x86_64-apple-darwin",
