@@ -52,7 +52,7 @@ FloatArray = npt.NDArray[np.float32]
 
 @dataclass(frozen=True)
 class ModelSizes:
-    """Hyperparameters of a test model. Defaults give a file of about 0.5 MB.
+    """Hyperparameters of a test model. Defaults give a file of about 0.6 MB.
 
     ``layers`` counts trunk layers; a model with MTP has one more block (the NextN block).
     Trunk layer ``i`` is recurrent (gated delta net) unless
