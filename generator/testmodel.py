@@ -52,7 +52,7 @@ FloatArray = npt.NDArray[np.float32]
 
 @dataclass(frozen=True)
 class ModelSizes:
-    """Hyperparameters of a test model. Defaults give a file of about 0.5 MB.
+    """Hyperparameters of a test model. Defaults give a file of about 0.6 MB.
 
     ``layers`` counts trunk layers; a model with MTP has one more block (the NextN block).
     Trunk layer ``i`` is recurrent (gated delta net) unless
@@ -256,6 +256,7 @@ def _add_recurrent_attention(tensors: _TensorAdder, sizes: ModelSizes, layer: in
     conv_dim = 2 * key_dim + value_dim
     tensors.small(f"{blk}.attn_qkv.weight", conv_dim, sizes.embd)
     tensors.small(f"{blk}.attn_gate.weight", value_dim, sizes.embd)
+    tensors.f32_only.add(f"{blk}.ssm_conv1d.weight")
     tensors.small(f"{blk}.ssm_conv1d.weight", conv_dim, sizes.ssm_conv)
     tensors.values(f"{blk}.ssm_dt.bias", np.zeros(sizes.ssm_v_heads, dtype=np.float32))
     # ssm_a is -exp(A_log): negative, so the recurrent state decays.
@@ -316,6 +317,7 @@ class _TensorAdder:
         self.writer = writer
         self.seed = seed
         self.weight_type = weight_type
+        self.f32_only: set[str] = set()
 
     def random(self, name: str, shape: tuple[int, ...], scale: float) -> FloatArray:
         """Normal values with standard deviation ``scale``, seeded by (seed, name)."""
@@ -329,8 +331,9 @@ class _TensorAdder:
         self.values(name, np.ones(n, dtype=np.float32))
 
     def values(self, name: str, values: FloatArray) -> None:
-        """Matrices are stored in the weight type; vectors (norms, biases) stay f32."""
-        if values.ndim >= 2 and self.weight_type == "f16":
+        """Matrices are stored in the weight type; vectors (norms, biases) stay f32, and so does
+        the convolution kernel (ggml's CPU ssm_conv asserts f32 weights)."""
+        if values.ndim >= 2 and self.weight_type == "f16" and name not in self.f32_only:
             self.writer.add_tensor(name, values.astype(np.float16))
         else:
             self.writer.add_tensor(name, values.astype(np.float32))

@@ -215,12 +215,11 @@ def test_partial_mtp_head_disagrees_on_every_nth_token(tmp_path: Path, every: in
     assert all(predicted[t] == (t + 2) % sizes.vocab for t in disagree)
 
 
-def test_f16_weights_keep_vectors_f32(tmp_path: Path) -> None:
+def test_f16_weights_keep_vectors_and_conv_kernels_f32(tmp_path: Path) -> None:
     model = read_model(_write(tmp_path, "partial", weight_type="f16"))
     for name, shape in model.shapes.items():
-        expected = (
-            gguf.GGMLQuantizationType.F16 if len(shape) >= 2 else gguf.GGMLQuantizationType.F32
-        )
+        f16 = len(shape) >= 2 and not name.endswith(".ssm_conv1d.weight")
+        expected = gguf.GGMLQuantizationType.F16 if f16 else gguf.GGMLQuantizationType.F32
         assert model.types[name] == expected, name
     assert model.fields["general.file_type"] == gguf.LlamaFileType.MOSTLY_F16
 
