@@ -6,8 +6,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Literal, TypeVar
 
+from generator.diff.abi_type import abi_key
 from generator.diff.model import ApiDiff, Change, Detail, Side
-from generator.ir import Enum, Function, Interface, Record, Typedef
+from generator.ir import CType, Enum, Field, Function, Interface, Record, Typedef
 from generator.ir.record import FieldLayout, RecordLayout
 
 T = TypeVar("T")
@@ -63,10 +64,24 @@ def _offset_text(item: FieldLayout | None) -> str | None:
 # -- functions ---------------------------------------------------------------------------
 
 
-def _function_changes(old: Function, new: Function) -> Change | None:
+def _type_detail(
+    what: str, name: str, old: CType, new: CType, apis: tuple[Interface, Interface]
+) -> Detail | None:
+    """A changed type is breaking unless only its spelling changed (same ABI key)."""
+    if old.declare() == new.declare():
+        return None
+    same = abi_key(old, apis[0]) == abi_key(new, apis[1])
+    label = f"{what} spelling" if same else what
+    return Detail(label, name, not same, old.declare(), new.declare())
+
+
+def _function_changes(
+    old: Function, new: Function, apis: tuple[Interface, Interface]
+) -> Change | None:
     details: list[Detail] = []
-    if old.result.declare() != new.result.declare():
-        details.append(Detail("result type", "", True, old.result.declare(), new.result.declare()))
+    result = _type_detail("result type", "", old.result, new.result, apis)
+    if result is not None:
+        details.append(result)
     if len(old.params) != len(new.params):
         details.append(
             Detail("parameter count", "", True, str(len(old.params)), str(len(new.params)))
@@ -74,11 +89,10 @@ def _function_changes(old: Function, new: Function) -> Change | None:
     else:
         for index, (a, b) in enumerate(zip(old.params, new.params, strict=True)):
             label = b.name or f"#{index}"
-            if a.type.declare() != b.type.declare():
-                details.append(
-                    Detail("parameter type", label, True, a.type.declare(), b.type.declare())
-                )
-            elif a.name != b.name:
+            changed = _type_detail("parameter type", label, a.type, b.type, apis)
+            if changed is not None:
+                details.append(changed)
+            if a.name != b.name:
                 details.append(Detail("parameter renamed", label, False, a.name, b.name))
     if old.variadic != new.variadic:
         details.append(Detail("variadic", "", True, str(old.variadic), str(new.variadic)))
@@ -115,7 +129,7 @@ def _functions(old: Interface, new: Interface) -> list[Change]:
         elif name not in a:
             changes.append(Change("function", name, "added", False, None, b[name].signature()))
         else:
-            change = _function_changes(a[name], b[name])
+            change = _function_changes(a[name], b[name], (old, new))
             if change is not None:
                 changes.append(change)
     return changes
@@ -124,19 +138,16 @@ def _functions(old: Interface, new: Interface) -> list[Change]:
 # -- structs and unions ------------------------------------------------------------------
 
 
-def _field_types(record: Record) -> dict[str, str]:
-    found: dict[str, str] = {}
+def _named_fields(record: Record) -> dict[str, Field]:
+    """Fields reachable by name, through anonymous members, in order."""
+    found: dict[str, Field] = {}
 
-    def visit(fields: tuple[object, ...]) -> None:
-        from generator.ir import Field
-
+    def visit(fields: tuple[Field, ...]) -> None:
         for item in fields:
-            assert isinstance(item, Field)
             if item.anonymous:
                 visit(item.members)
             else:
-                width = f" : {item.bit_width}" if item.bit_width is not None else ""
-                found[item.name] = item.type.declare() + width
+                found[item.name] = item
 
     visit(record.fields)
     return found
@@ -145,7 +156,7 @@ def _field_types(record: Record) -> dict[str, str]:
 def _record_text(record: Record) -> str:
     if record.opaque:
         return f"{record.c_name} (opaque)"
-    return f"{record.c_name} {{ {'; '.join(_field_types(record))}; }}"
+    return f"{record.c_name} {{ {'; '.join(_named_fields(record))}; }}"
 
 
 def _enum_text(enum: Enum) -> str:
@@ -153,7 +164,9 @@ def _enum_text(enum: Enum) -> str:
     return f"{enum.c_name} {{ {members} }}"
 
 
-def _record_changes(old: Record, new: Record, targets: tuple[str, ...]) -> Change | None:
+def _record_changes(
+    old: Record, new: Record, targets: tuple[str, ...], apis: tuple[Interface, Interface]
+) -> Change | None:
     kind = new.kind
     if old.kind != new.kind:
         return Change(kind, new.name, "changed", True, old.kind, new.kind)
@@ -207,10 +220,18 @@ def _record_changes(old: Record, new: Record, targets: tuple[str, ...]) -> Chang
             )
             for o, _, ts in offsets:
                 details.append(Detail("field removed", name, True, o, None, ts))
-    old_types, new_types = _field_types(old), _field_types(new)
-    for name in new_names:
-        if name in old_types and name in new_types and old_types[name] != new_types[name]:
-            details.append(Detail("field type", name, True, old_types[name], new_types[name]))
+    old_fields, new_fields = _named_fields(old), _named_fields(new)
+    for name, field in new_fields.items():
+        before = old_fields.get(name)
+        if before is None:
+            continue
+        changed = _type_detail("field type", name, before.type, field.type, apis)
+        if changed is not None:
+            details.append(changed)
+        if before.bit_width != field.bit_width:
+            details.append(
+                Detail("bit width", name, True, str(before.bit_width), str(field.bit_width))
+            )
     details.extend(moved)
     for o, n, ts in sizes:
         details.append(Detail("size", "", True, o, n, ts))
@@ -233,7 +254,7 @@ def _records(old: Interface, new: Interface, targets: tuple[str, ...]) -> list[C
         elif name not in a:
             changes.append(Change(b[name].kind, name, "added", False, None, _record_text(b[name])))
         else:
-            change = _record_changes(a[name], b[name], targets)
+            change = _record_changes(a[name], b[name], targets, (old, new))
             if change is not None:
                 changes.append(change)
     return changes
@@ -310,7 +331,7 @@ def _typedefs(old: Interface, new: Interface) -> list[Change]:
                     "typedef",
                     name,
                     "changed",
-                    True,
+                    abi_key(a[name].type, old) != abi_key(b[name].type, new),
                     a[name].type.declare(name),
                     b[name].type.declare(name),
                 )

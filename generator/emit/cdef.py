@@ -112,8 +112,9 @@ def build_cdef(api: Interface) -> Cdef:
     result = Cdef()
 
     records: dict[str, Record] = {}
+    record_problems = check.settle_records()
     for record in api.records:
-        problem = None if record.opaque else check.record_problem(record)
+        problem = record_problems.get(record.name)
         if problem:
             result.unsupported.append(
                 Unsupported("record", record.name, record.header, f"{problem}; declared opaque")

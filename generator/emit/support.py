@@ -35,12 +35,48 @@ class SupportCheck:
     def __init__(self, api: Interface) -> None:
         self.api = api
         self._typedef_reason: dict[str, str | None] = {}
+        # records whose layout the cdef cannot give: opaque in C, or made opaque here
+        self.layoutless: set[str] = {r.name for r in api.records if r.opaque}
+        # tagless records (typedef struct {...} name) left out: their name is undeclared
+        self.dropped_names: dict[str, str] = {}
+
+    def settle_records(self) -> dict[str, str]:
+        """Find every record the cdef cannot lay out, following by-value members until nothing
+        changes; returns record name -> reason."""
+        reasons: dict[str, str] = {}
+        changed = True
+        while changed:
+            changed = False
+            for record in self.api.records:
+                if record.name in self.layoutless:
+                    continue
+                problem = self.record_problem(record)
+                if problem:
+                    reasons[record.name] = problem
+                    self.layoutless.add(record.name)
+                    if record.tagless:
+                        self.dropped_names[record.name] = problem
+                    self._typedef_reason.clear()
+                    changed = True
+        return reasons
+
+    def incomplete_problem(self, ctype: CType) -> str | None:
+        """Why a by-value use of ``ctype`` (arrays included) needs a layout the cdef lacks."""
+        element = ctype
+        while element.kind == "array" and element.target is not None:
+            element = element.target
+        record = self.resolve_record(element)
+        if record is not None and record.name in self.layoutless:
+            return f"uses {record.c_name} by value, whose layout is not known"
+        return None
 
     def type_problem(self, ctype: CType) -> str | None:
         """Why ``ctype`` cannot appear in the cdef, or ``None``."""
         if ctype.kind == "builtin" and ctype.name not in CFFI_KNOWN_NAMES:
             return f"type {ctype.name!r} has no cffi equivalent"
         if ctype.kind == "typedef":
+            if ctype.name in self.dropped_names:
+                return f"uses {ctype.name}, which is not bound: {self.dropped_names[ctype.name]}"
             return self.typedef_problem(ctype.name)
         if ctype.target is not None:
             problem = self.type_problem(ctype.target)
@@ -84,6 +120,8 @@ class SupportCheck:
         record = self.resolve_record(ctype)
         if record is None:
             return None
+        if record.name in self.layoutless:
+            return f"{role} passes {record.c_name} by value, whose layout is not known"
         if record.kind == "union":
             return f"{role} passes union {record.name} by value (libffi cannot describe unions)"
         if _has_union_or_bitfield(self, record.fields, 0):
@@ -114,7 +152,9 @@ class SupportCheck:
 
 def _fields_problem(check: SupportCheck, fields: tuple[Field, ...]) -> str | None:
     for item in fields:
-        problem = check.type_problem(item.type) if item.type.name or not item.members else None
+        problem = None
+        if item.type.name or not item.members:
+            problem = check.type_problem(item.type) or check.incomplete_problem(item.type)
         problem = problem or _fields_problem(check, item.members)
         if problem:
             return f"field {item.name or '(anonymous)'}: {problem}"

@@ -12,7 +12,7 @@ from generator.cli import main
 from generator.diff import ApiDiff, Change, compare
 from generator.diff.report import render_json, render_markdown
 from generator.emit import emit_package
-from generator.ir import EnumMember, Interface
+from generator.ir import CType, EnumMember, Interface
 
 
 @pytest.fixture(scope="module")
@@ -115,3 +115,15 @@ def test_wrapper_on_one_side_only_is_left_out(
     assert {"llama_mtp_init", "llama_mtp_params", "llama_mtp_status"} <= added
     both = compare(api_b11312_wrapper, api_b11312_wrapper)
     assert both.changes == () and not both.notes
+
+
+def test_spelling_only_type_changes_are_compatible(api_b11312: Interface) -> None:
+    function = api_b11312.function("llama_n_rs_seq")
+    assert function is not None and function.result.declare() == "uint32_t"
+    respelled = replace(function, result=CType.builtin("unsigned int"))
+    widened = replace(function, result=CType.builtin("uint64_t"))
+    for edited, breaking in ((respelled, False), (widened, True)):
+        functions = tuple(edited if f.name == function.name else f for f in api_b11312.functions)
+        other = replace(api_b11312, functions=functions)
+        change = _change(compare(api_b11312, other), "function", "llama_n_rs_seq")
+        assert change.breaking is breaking

@@ -53,8 +53,16 @@ def test_reasons_for_everything_left_out(tricky: Interface) -> None:
     assert "va_list" in reasons["tricky_log"]
     assert "va_list" in reasons["tricky_vlog"]  # through the typedef
     assert "static" in reasons["tricky_inline"]
+    assert "va_list" in reasons["tricky_with_va"] and "opaque" in reasons["tricky_with_va"]
+    assert "tricky_with_va" in reasons["tricky_outer"]  # holds it by value
+    assert "tricky_by_pointer" not in reasons  # a pointer needs no layout
+    assert "va_list" in reasons["tricky_tagless_va"]
+    assert "tricky_tagless_va" in reasons["tricky_tagless_va_ptr"]
+    assert "layout is not known" in reasons["tricky_outer_value"]
     bound = {f.name for f in cdef.bound_functions}
-    assert bound == {"tricky_plain_result"}
+    assert bound == {"tricky_plain_result", "tricky_outer_pointer"}
+    opaque = {r.name for r in cdef.bound_records if r.opaque}
+    assert {"tricky_with_va", "tricky_outer"} <= opaque
     assert {m.name for m in tricky.skipped_macros} == {"TRICKY_STR"}
 
 
@@ -73,7 +81,9 @@ def test_constants_and_nested_enum(tricky: Interface) -> None:
 def test_cffi_layout_equals_clang(tricky: Interface) -> None:
     ffi = _ffi(tricky)
     triple = host_triple()
-    for record in tricky.records:
+    for record in build_cdef(tricky).bound_records:
+        if record.opaque:
+            continue
         layout = record.layouts[triple]
         assert ffi.sizeof(record.c_name) == layout.size, record.name
         assert ffi.alignof(record.c_name) == layout.align, record.name

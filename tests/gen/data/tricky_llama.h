@@ -56,3 +56,12 @@ void tricky_vlog(tricky_log log, void * user);
 static inline int tricky_inline(void) { return 1; }
 struct tricky_bits tricky_bits_result(void);
 struct tricky_plain tricky_plain_result(struct tricky_plain in, enum tricky_kind k);
+
+/* va_list has no cffi type: these records lose their layout, and so does whatever holds them */
+struct tricky_with_va { int32_t n; va_list args; };
+struct tricky_outer { struct tricky_with_va inner[2]; int32_t after; };
+struct tricky_by_pointer { struct tricky_with_va * p; };
+typedef struct { va_list args; } tricky_tagless_va;
+typedef tricky_tagless_va * tricky_tagless_va_ptr;
+int32_t tricky_outer_value(struct tricky_outer o);
+int32_t tricky_outer_pointer(struct tricky_outer * o);
