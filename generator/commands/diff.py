@@ -11,7 +11,7 @@ from generator.diff import compare
 from generator.diff.report import render_json, render_markdown
 from generator.errors import BindgenError, UsageError
 from generator.ir import Interface
-from generator.parse import DEFAULT_TARGETS, ParseOptions, parse_interface, tree_source
+from generator.parse.options import DEFAULT_TARGETS
 
 
 def register(subparsers: Any) -> None:
@@ -60,6 +60,9 @@ def register(subparsers: Any) -> None:
 
 
 def _parse_tree(tree: Path, targets: tuple[str, ...]) -> Interface:
+    # libclang is needed only when a side is a tree; IR files and packages do without it
+    from generator.parse.frontend import ParseOptions, parse_interface, tree_source
+
     options = ParseOptions(tree=tree.resolve(), targets=targets)
     return parse_interface(options, tree_source(tree.resolve(), required=False))
 

@@ -8,13 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from generator.emit import PACKAGE_NAME, emit_package
-from generator.parse import (
-    DEFAULT_TARGETS,
-    ParseOptions,
-    default_wrapper_header,
-    parse_interface,
-    tree_source,
-)
+from generator.parse.options import DEFAULT_TARGETS
 from generator.paths import repo_root
 
 
@@ -59,6 +53,8 @@ def register(subparsers: Any) -> None:
 
 
 def wrapper_header_for(args: argparse.Namespace) -> Path | None:
+    from generator.parse.frontend import default_wrapper_header
+
     if getattr(args, "no_wrapper", False):
         return None
     if args.wrapper_header is not None:
@@ -68,6 +64,8 @@ def wrapper_header_for(args: argparse.Namespace) -> Path | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from generator.parse.frontend import ParseOptions, parse_interface, tree_source
+
     tree: Path = args.tree.resolve()
     out: Path = (args.out or repo_root() / "generated").resolve()
     source = tree_source(tree, args.tag, args.commit)

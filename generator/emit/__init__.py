@@ -46,6 +46,7 @@ FILES: tuple[tuple[str, str], ...] = (
     ("ir.json", "bindings/ir.json.j2"),
     ("loader.py", "bindings/loader.py.j2"),
     ("py.typed", "bindings/py.typed.j2"),
+    ("README.md", "bindings/README.md.j2"),
 )
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from generator.ir import Interface
-from generator.parse import ParseOptions, parse_interface, tree_source
+from generator.parse.frontend import ParseOptions, parse_interface, tree_source
 
 DATA = Path(__file__).resolve().parent / "data"
 FAKE_WRAPPER = DATA / "llama_mtp_fake.h"

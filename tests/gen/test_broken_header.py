@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from generator.cli import main
-from generator.parse import ClangParseError, ParseOptions, parse_interface, tree_source
+from generator.parse.frontend import ClangParseError, ParseOptions, parse_interface, tree_source
 
 BROKEN = """\
 #pragma once

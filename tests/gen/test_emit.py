@@ -14,7 +14,12 @@ import pytest
 
 from generator.emit import PACKAGE_NAME, emit_package
 from generator.ir import Interface
-from generator.parse import ParseOptions, default_wrapper_header, parse_interface, tree_source
+from generator.parse.frontend import (
+    ParseOptions,
+    default_wrapper_header,
+    parse_interface,
+    tree_source,
+)
 from generator.paths import repo_root
 from tests.gen.conftest import FAKE_WRAPPER
 

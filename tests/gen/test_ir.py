@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from generator.ir import CType, Interface
-from generator.parse import DEFAULT_TARGETS
+from generator.parse.frontend import DEFAULT_TARGETS
 
 
 def test_round_trip_is_lossless_and_stable(api_b11312: Interface) -> None:

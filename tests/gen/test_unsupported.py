@@ -12,7 +12,7 @@ import pytest
 
 from generator.emit.cdef import build_cdef
 from generator.ir import Interface
-from generator.parse import ParseOptions, parse_interface, tree_source
+from generator.parse.frontend import ParseOptions, parse_interface, tree_source
 from tests.gen.conftest import DATA
 from tests.gen.host import host_triple
 

@@ -1,0 +1,146 @@
+"""Entry points of the front end: parse a tree per target into an IR ``Interface``.
+
+Only ``generator.parse.clang_api`` imports ``clang.cindex``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from generator.errors import BindgenError
+from generator.ir.constant import Constant
+from generator.ir.interface import Interface, SkippedMacro, Source
+from generator.ir.record import RecordLayout
+from generator.parse import declarations, probes
+from generator.parse.clang_api import TranslationUnit, diagnostics, parse
+from generator.parse.options import DEFAULT_TARGETS, ENTRY_NAME, HOST_TARGET, ParseOptions
+from generator.parse.types import UnsupportedType
+
+__all__ = [
+    "DEFAULT_TARGETS",
+    "HOST_TARGET",
+    "TREE_METADATA",
+    "ClangParseError",
+    "ParseOptions",
+    "default_wrapper_header",
+    "parse_interface",
+    "tree_source",
+]
+
+TREE_METADATA = ".llama-bindgen-tree.json"
+
+
+class ClangParseError(BindgenError):
+    """clang reported errors: the headers (or the compile options) are broken."""
+
+    def __init__(self, target: str, errors: list[str]) -> None:
+        shown = "\n  ".join(errors[:20])
+        more = f"\n  ... and {len(errors) - 20} more" if len(errors) > 20 else ""
+        super().__init__(f"clang errors parsing for {target}:\n  {shown}{more}")
+        self.errors = errors
+
+
+def _parse_target(options: ParseOptions, target: str) -> TranslationUnit:
+    tu = parse(ENTRY_NAME, options.entry_text(), options.clang_args(target))
+    errors = [str(d) for d in diagnostics(tu) if d.is_error]
+    if errors:
+        raise ClangParseError(target, errors)
+    return tu
+
+
+def parse_interface(options: ParseOptions, source: Source, progress: bool = False) -> Interface:
+    """Parse once per target: the host parse gives declarations, every parse gives layouts."""
+    if not (options.llama_include / "llama.h").is_file():
+        raise BindgenError(f"{options.tree} is not a llama.cpp tree (no include/llama.h)")
+    if options.wrapper_header is not None and not options.wrapper_header.is_file():
+        raise BindgenError(f"wrapper header not found: {options.wrapper_header}")
+    targets = options.all_targets()
+    if progress:
+        print(f"parse: {HOST_TARGET} (declarations)", file=sys.stderr)
+    host_tu = _parse_target(options, HOST_TARGET)
+    try:
+        found = declarations.collect(host_tu, options)
+    except UnsupportedType as exc:
+        raise BindgenError(str(exc)) from exc
+
+    record_layouts: dict[str, dict[str, RecordLayout]] = {name: {} for name in found.records}
+    enum_sizes: dict[str, dict[str, int]] = {name: {} for name in found.enums}
+    for target in targets:
+        if progress:
+            print(f"parse: {target} (layouts)", file=sys.stderr)
+        tu = host_tu if target == HOST_TARGET else _parse_target(options, target)
+        layouts = declarations.collect_layouts(tu, found.records, set(found.enums))
+        for name, layout in layouts.records.items():
+            record_layouts[name][target] = layout
+        for name, size in layouts.enum_sizes.items():
+            enum_sizes[name][target] = size
+
+    deprecated = sorted(n for n, f in found.functions.items() if f.deprecated is not None)
+    probe = probes.run(options, HOST_TARGET, sorted(found.macros), deprecated)
+
+    functions = tuple(
+        replace(f, deprecated=probe.deprecation_messages.get(f.name, f.deprecated))
+        if f.deprecated is not None
+        else f
+        for _, f in sorted(found.functions.items())
+    )
+    records = tuple(
+        replace(r, layouts=record_layouts[name]) for name, r in sorted(found.records.items())
+    )
+    enums = tuple(replace(e, sizes=enum_sizes[name]) for name, e in sorted(found.enums.items()))
+    constants = {n: Constant(n, v, found.macros[n]) for n, v in probe.constants.items()}
+    constants.update(found.anonymous_enum_constants)
+    skipped = tuple(
+        SkippedMacro(n, found.macros[n], f"not an integer constant expression: {reason}")
+        for n, reason in sorted(probe.not_constant.items())
+    )
+    return Interface(
+        source=source,
+        host_target=HOST_TARGET,
+        targets=targets,
+        headers=tuple(sorted(found.headers)),
+        functions=functions,
+        records=records,
+        enums=enums,
+        typedefs=tuple(t for _, t in sorted(found.typedefs.items())),
+        constants=tuple(c for _, c in sorted(constants.items())),
+        skipped_macros=skipped,
+    )
+
+
+def default_wrapper_header(repo: Path) -> Path | None:
+    candidate = repo / "native_wrapper" / "llama_mtp.h"
+    return candidate if candidate.is_file() else None
+
+
+def tree_source(
+    tree: Path, tag: str | None = None, commit: str | None = None, required: bool = True
+) -> Source:
+    """Tag, commit and digest of a verified tree, from the metadata ``llama-bindgen fetch`` writes
+    beside it; ``tag``/``commit`` override it. Without metadata and overrides: an error, or (when
+    not ``required``) a source named after the folder."""
+    meta: dict[str, str] = {}
+    path = tree / TREE_METADATA
+    if path.is_file():
+        try:
+            loaded = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise BindgenError(f"{path}: not valid JSON ({exc})") from exc
+        if not isinstance(loaded, dict):
+            raise BindgenError(f"{path}: not a JSON object")
+        meta = {str(k): str(v) for k, v in loaded.items()}
+    elif tag is None and commit is None:
+        if required:
+            raise BindgenError(
+                f"{tree} has no {TREE_METADATA} (not fetched with `llama-bindgen fetch`): "
+                "fetch it, or name it with --tag and --commit"
+            )
+        return Source(tag=tree.name, commit="", digest="")
+    return Source(
+        tag=tag if tag is not None else meta.get("tag", ""),
+        commit=commit if commit is not None else meta.get("commit", ""),
+        digest=meta.get("digest", ""),
+    )
