@@ -430,6 +430,32 @@ class llama_model_tensor_override:
     pattern: CData
     type: int
 
+class llama_mtp:
+    """C ``struct llama_mtp`` (llama_mtp.h): opaque, only pointers to it exist."""
+
+class llama_mtp_params:
+    """C ``struct llama_mtp_params`` (llama_mtp.h)."""
+
+    struct_size: int
+    n_max: int
+    n_min: int
+    p_min: float
+    n_seq: int
+    model_load_mtp: int
+    backend_sampling: int
+    n_threads: int
+    n_threads_batch: int
+
+class llama_mtp_stats:
+    """C ``struct llama_mtp_stats`` (llama_mtp.h)."""
+
+    struct_size: int
+    reserved: int
+    n_drafts: int
+    n_drafted: int
+    n_accepted: int
+    n_steps: int
+
 class llama_opt_params:
     """C ``struct llama_opt_params`` (llama.h)."""
 
@@ -4961,4 +4987,109 @@ class GgmlLibrary:
 class LlamaMtpLibrary:
     """Functions of the ``llama_mtp`` library."""
 
-    pass
+    def llama_mtp_abi_version(self) -> int:
+        """``uint32_t llama_mtp_abi_version(void)`` (llama_mtp.h)
+
+        Version of this ABI (LLAMA_MTP_ABI_VERSION of the built library).
+        """
+
+    def llama_mtp_accept(self, mtp: CData, seq_id: int, n_accepted: int, /) -> int:
+        """``enum llama_mtp_status llama_mtp_accept(struct llama_mtp * mtp, llama_seq_id seq_id, int32_t n_accepted)`` (llama_mtp.h)
+
+        Accept the first n_accepted tokens of the last draft of seq_id, after the verification batch
+        was decoded on the target and mirrored with llama_mtp_process. 0 <= n_accepted <= draft size.
+        """
+
+    def llama_mtp_begin(self, mtp: CData, seq_id: int, prompt: CData, n_prompt: int, /) -> int:
+        """``enum llama_mtp_status llama_mtp_begin(struct llama_mtp * mtp, llama_seq_id seq_id, const llama_token * prompt, int32_t n_prompt)`` (llama_mtp.h)
+
+        Start a generation on seq_id; prompt = the tokens already in the target context.
+        """
+
+    def llama_mtp_create(self, ctx_tgt: CData, params: CData, out: CData, /) -> int:
+        """``enum llama_mtp_status llama_mtp_create(struct llama_context * ctx_tgt, const struct llama_mtp_params * params, struct llama_mtp ** out)`` (llama_mtp.h)
+
+        Create the MTP sidecar for ctx_tgt. Call before the first decode on ctx_tgt: it switches the
+        target to emitting the hidden states MTP needs. Recurrent or hybrid targets need
+        llama_context_params.n_rs_seq >= n_max, and the target needs room for 1 + n_max outputs per
+        sequence in a batch.
+        """
+
+    def llama_mtp_default_params(self, params: CData, /) -> int:
+        """``enum llama_mtp_status llama_mtp_default_params(struct llama_mtp_params * params)`` (llama_mtp.h)
+
+        Fill *params with defaults; params->struct_size must be set by the caller.
+        """
+
+    def llama_mtp_draft(self, mtp: CData, seq_id: int, id_last: int, pos0: int, n_max: int, draft: CData, capacity: int, n_draft: CData, /) -> int:
+        """``enum llama_mtp_status llama_mtp_draft(struct llama_mtp * mtp, llama_seq_id seq_id, llama_token id_last, llama_pos pos0, int32_t n_max, llama_token * draft, int32_t capacity, int32_t * n_draft)`` (llama_mtp.h)
+
+        Draft up to min(n_max, params.n_max) tokens following id_last, which sits at position pos0
+        (not yet decoded on the target). Writes them to draft[0..*n_draft).
+        """
+
+    def llama_mtp_free(self, mtp: CData, /) -> None:
+        """``void llama_mtp_free(struct llama_mtp * mtp)`` (llama_mtp.h)
+
+        Free the sidecar and its MTP context (the target context is the caller's). NULL is a no-op.
+        """
+
+    def llama_mtp_get_context(self, mtp: CData, /) -> CData:
+        """``struct llama_context * llama_mtp_get_context(struct llama_mtp * mtp)`` (llama_mtp.h)
+
+        The MTP context the sidecar owns (NULL for a NULL handle).
+        """
+
+    def llama_mtp_get_stats(self, mtp: CData, stats: CData, /) -> int:
+        """``enum llama_mtp_status llama_mtp_get_stats(const struct llama_mtp * mtp, struct llama_mtp_stats * stats)`` (llama_mtp.h)
+
+        Copy the counters into *stats; stats->struct_size must be set by the caller.
+        """
+
+    def llama_mtp_last_error(self) -> CData:
+        """``const char * llama_mtp_last_error(void)`` (llama_mtp.h)
+
+        Message of the last error on the calling thread ("" when none).
+        """
+
+    def llama_mtp_llama_commit(self) -> CData:
+        """``const char * llama_mtp_llama_commit(void)`` (llama_mtp.h)
+
+        The llama.cpp commit (40 hex digits) the library was built from.
+        """
+
+    def llama_mtp_model_n_nextn_layers(self, model: CData, n_layers: CData, /) -> int:
+        """``enum llama_mtp_status llama_mtp_model_n_nextn_layers(const struct llama_model * model, int32_t * n_layers)`` (llama_mtp.h)
+
+        Number of NextN (MTP) layers of a model into *n_layers.
+        """
+
+    def llama_mtp_process(self, mtp: CData, batch: CData, /) -> int:
+        """``enum llama_mtp_status llama_mtp_process(struct llama_mtp * mtp, const struct llama_batch * batch)`` (llama_mtp.h)
+
+        Mirror a batch that was just decoded on the target context (every prompt chunk and every
+        verification batch, in order). Tokens only; pos and seq_id arrays must be set, one seq each.
+        """
+
+    def llama_mtp_reset_stats(self, mtp: CData, /) -> int:
+        """``enum llama_mtp_status llama_mtp_reset_stats(struct llama_mtp * mtp)`` (llama_mtp.h)
+
+        Zero the counters.
+        """
+
+    def llama_mtp_seq_rm(self, mtp: CData, seq_id: int, p0: int, p1: int, /) -> int:
+        """``enum llama_mtp_status llama_mtp_seq_rm(struct llama_mtp * mtp, llama_seq_id seq_id, llama_pos p0, llama_pos p1)`` (llama_mtp.h)
+
+        Remove positions [p0, p1) of seq_id from the target and the MTP context (p1 < 0: to the end).
+        """
+
+    def llama_mtp_step(self, mtp: CData, seq_id: int, smpl: CData, id_last: int, n_past: int, tokens: CData, capacity: int, n_tokens: CData, /) -> int:
+        """``enum llama_mtp_status llama_mtp_step(struct llama_mtp * mtp, llama_seq_id seq_id, struct llama_sampler * smpl, llama_token id_last, llama_pos n_past, llama_token * tokens, int32_t capacity, int32_t * n_tokens)`` (llama_mtp.h)
+
+        One whole speculative step on seq_id: draft after id_last (at position n_past), decode
+        [id_last, draft...] on the target, sample each row with smpl (the caller's sampler, which also
+        accepts what it samples), accept the agreeing prefix, remove the rejected tail from both
+        contexts. Writes the accepted draft tokens plus the target's next token to tokens[0..*n_tokens);
+        the last of them is the new id_last and the new n_past is n_past + *n_tokens.
+        capacity >= 1; the draft is capped at capacity - 1 tokens.
+        """

@@ -44,6 +44,7 @@ __all__ = [
     "llama_load_mode",
     "llama_model_kv_override_type",
     "llama_model_meta_key",
+    "llama_mtp_status",
     "llama_pooling_type",
     "llama_process_type",
     "llama_rope_scaling_type",
@@ -632,6 +633,22 @@ class llama_model_meta_key(enum.IntEnum):
     SAMPLING_MIROSTAT_ETA = 11
 
 
+class llama_mtp_status(enum.IntEnum):
+    """C ``enum llama_mtp_status`` (llama_mtp.h)."""
+
+    OK = 0
+    INVALID_ARGUMENT = 1
+    UNSUPPORTED_VERSION = 2
+    NO_NEXTN_LAYERS = 3
+    MTP_NOT_LOADED = 4
+    BAD_STATE = 5
+    ACCEPT_TOO_MANY = 6
+    CONTEXT_FAILED = 7
+    DECODE_FAILED = 8
+    BUFFER_TOO_SMALL = 9
+    INTERNAL_ERROR = 10
+
+
 class llama_pooling_type(enum.IntEnum):
     """C ``enum llama_pooling_type`` (llama.h)."""
 
@@ -1083,6 +1100,17 @@ LLAMA_MODEL_META_KEY_SAMPLING_PENALTY_REPEAT: Final = llama_model_meta_key.SAMPL
 LLAMA_MODEL_META_KEY_SAMPLING_MIROSTAT: Final = llama_model_meta_key.SAMPLING_MIROSTAT
 LLAMA_MODEL_META_KEY_SAMPLING_MIROSTAT_TAU: Final = llama_model_meta_key.SAMPLING_MIROSTAT_TAU
 LLAMA_MODEL_META_KEY_SAMPLING_MIROSTAT_ETA: Final = llama_model_meta_key.SAMPLING_MIROSTAT_ETA
+LLAMA_MTP_STATUS_OK: Final = llama_mtp_status.OK
+LLAMA_MTP_STATUS_INVALID_ARGUMENT: Final = llama_mtp_status.INVALID_ARGUMENT
+LLAMA_MTP_STATUS_UNSUPPORTED_VERSION: Final = llama_mtp_status.UNSUPPORTED_VERSION
+LLAMA_MTP_STATUS_NO_NEXTN_LAYERS: Final = llama_mtp_status.NO_NEXTN_LAYERS
+LLAMA_MTP_STATUS_MTP_NOT_LOADED: Final = llama_mtp_status.MTP_NOT_LOADED
+LLAMA_MTP_STATUS_BAD_STATE: Final = llama_mtp_status.BAD_STATE
+LLAMA_MTP_STATUS_ACCEPT_TOO_MANY: Final = llama_mtp_status.ACCEPT_TOO_MANY
+LLAMA_MTP_STATUS_CONTEXT_FAILED: Final = llama_mtp_status.CONTEXT_FAILED
+LLAMA_MTP_STATUS_DECODE_FAILED: Final = llama_mtp_status.DECODE_FAILED
+LLAMA_MTP_STATUS_BUFFER_TOO_SMALL: Final = llama_mtp_status.BUFFER_TOO_SMALL
+LLAMA_MTP_STATUS_INTERNAL_ERROR: Final = llama_mtp_status.INTERNAL_ERROR
 LLAMA_POOLING_TYPE_UNSPECIFIED: Final = llama_pooling_type.UNSPECIFIED
 LLAMA_POOLING_TYPE_NONE: Final = llama_pooling_type.NONE
 LLAMA_POOLING_TYPE_MEAN: Final = llama_pooling_type.MEAN

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from ._ffi import ffi
+from .abi_guard import check_libraries
 
 if TYPE_CHECKING:
     from .api import GgmlLibrary, LlamaLibrary, LlamaMtpLibrary
@@ -90,8 +91,13 @@ def _open(path: Path) -> Any:
     return ffi.dlopen(str(path))
 
 
-def load(lib_dir: str | os.PathLike[str] | None = None) -> Libraries:
-    """Open the libraries from ``lib_dir``, ``$LLAMA_BINDGEN_LIB_DIR`` or the package's ``lib/``."""
+def load(lib_dir: str | os.PathLike[str] | None = None, *, check_abi: bool = True) -> Libraries:
+    """Open the libraries from ``lib_dir``, ``$LLAMA_BINDGEN_LIB_DIR`` or the package's ``lib/``.
+
+    Unless ``check_abi`` is false, :func:`abi_guard.check_libraries` first verifies that they were
+    built from the llama.cpp commit and struct layouts these bindings describe, and export every
+    declared function; it raises ``AbiMismatchError`` or ``MissingSymbolError`` otherwise.
+    """
     folder = library_dir(lib_dir)
     if not folder.is_dir():
         raise LibraryNotFoundError(f"library folder {folder} does not exist")
@@ -113,10 +119,16 @@ def load(lib_dir: str | os.PathLike[str] | None = None) -> Libraries:
         if mtp_path is not None:
             mtp = _open(mtp_path)
             break
+    ggml = _FirstOf(ggml_libraries[::-1])
+    if check_abi:
+        exporters: dict[str, Any] = {"llama": llama, "ggml": ggml}
+        if mtp is not None:
+            exporters["llama_mtp"] = mtp
+        check_libraries(folder, find_library, exporters)
     return Libraries(
         ffi=ffi,
         llama=cast("LlamaLibrary", llama),
-        ggml=cast("GgmlLibrary", _FirstOf(ggml_libraries[::-1])),
+        ggml=cast("GgmlLibrary", ggml),
         llama_mtp=cast("LlamaMtpLibrary | None", mtp),
         lib_dir=folder,
     )

@@ -16,6 +16,7 @@ libraries, is reused without running CMake.
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -52,6 +53,8 @@ from generator.build.tree import TreeInfo, read_tree
 from generator.errors import UsageError
 from generator.paths import default_cache_dir, repo_root, templates_dir
 
+ABI_LIBRARY = "llama_bindgen_abi"
+ABI_SOURCE = "llama_bindgen_abi.c"
 COMPAT_HEADER = "mingw_compat.h"
 TOOLCHAIN_FILE = "toolchain.cmake"
 
@@ -122,6 +125,21 @@ def _write_toolchain(tree: TreeInfo, plat: Platform, folder: Path) -> tuple[Path
         **context,
     )
     return folder / TOOLCHAIN_FILE, compat
+
+
+def abi_identity_source(tree: TreeInfo) -> str:
+    """C source of the ABI identity library for ``tree``: generated from its headers (and the
+    wrapper header when the tree has the MTP API, as the bindings are)."""
+    from generator.parse import HOST_TARGET, ParseOptions, parse_interface, tree_source
+    from generator.verify.layout_probe import render_abi_identity
+
+    wrapper = repo_root() / "native_wrapper" / "llama_mtp.h"
+    with_wrapper = tree.mtp_api_missing_reason is None and wrapper.is_file()
+    source = tree_source(tree.root)
+    options = ParseOptions(tree.root, wrapper if with_wrapper else None, (HOST_TARGET,))
+    api = parse_interface(options, source)
+    headers = ["llama.h", *(["llama_mtp.h"] if with_wrapper else [])]
+    return render_abi_identity(api, headers, source.digest)
 
 
 def _compiler_description(compiler: str) -> str:
@@ -196,6 +214,8 @@ def build_native(
         )
     platform_dir = (out if out is not None else default_out_dir(tree)) / plat.name
     sources_sha = wrapper_sources_sha256()
+    abi_source = abi_identity_source(tree)
+    abi_sha = hashlib.sha256(abi_source.encode()).hexdigest()
 
     existing = read_build_info(platform_dir / BUILD_INFO_NAME)
     if (
@@ -205,6 +225,7 @@ def build_native(
         and existing.get("platform") == plat.name
         and existing.get("commit") == tree.commit
         and existing.get("wrapper_sources_sha256") == sources_sha
+        and existing.get("abi_source_sha256") == abi_sha
         and libraries_intact(platform_dir, existing)
     ):
         mtp_json = existing.get("mtp", {})
@@ -220,8 +241,13 @@ def build_native(
     options.update(plat.cmake_options)
     options["LLAMA_MTP_LLAMA_COMMIT"] = tree.commit
 
+    abi_path = bdir / "abi" / ABI_SOURCE
+    abi_path.parent.mkdir(parents=True, exist_ok=True)
+    abi_path.write_text(abi_source, encoding="utf-8")
+
     defines = [f"-D{k}={v}" for k, v in sorted(options.items())]
     defines += [f"-DLLAMA_CPP_DIR={tree.root}", f"-DCMAKE_INSTALL_PREFIX={stage}"]
+    defines.append(f"-DLLAMA_BINDGEN_ABI_SOURCE={abi_path}")
     compat = False
     if plat.cross:
         toolchain, compat = _write_toolchain(tree, plat, bdir / "toolchain")
@@ -282,7 +308,7 @@ def build_native(
     run_step(f"{label}: install", ["cmake", "--install", str(cmake_dir)], logs / "install.log", env)
 
     libraries = _assemble(plat, stage, platform_dir)
-    expected = ["llama", "ggml"] + (["llama_mtp"] if mtp.supported else [])
+    expected = ["llama", "ggml", ABI_LIBRARY] + (["llama_mtp"] if mtp.supported else [])
     for stem in expected:
         if (
             f"lib/{plat.library_file(stem)}" not in libraries
@@ -310,6 +336,7 @@ def build_native(
         "cmake_options": recorded_options,
         "mtp": mtp.to_json(),
         "wrapper_sources_sha256": sources_sha,
+        "abi_source_sha256": abi_sha,
         "libraries": libraries,
     }
     write_build_info(platform_dir / BUILD_INFO_NAME, info)
