@@ -159,15 +159,25 @@ def check_libraries(
     else:
         expected = expected_layout(data["targets"][targets[0]])
         found = library_layout(abi, guard_ffi)
-        for key in sorted(set(expected) | set(found)):
+        # sizes first, then fields in the order the library lays them out
+        rank = {"size": 0, "align": 1, "enum": 2}
+        keys = [*found, *(k for k in expected if k not in found)]
+        keys.sort(key=lambda k: rank.get(k.split(" ")[0], 3))
+        by_type: dict[str, list[str]] = {}
+        for key in keys:
             if expected.get(key) != found.get(key):
-                problems.append(_describe(key, found.get(key), expected.get(key)))
+                type_name = key.split(" ")[1]
+                by_type.setdefault(type_name, []).append(
+                    _describe(key, found.get(key), expected.get(key))
+                )
+        for type_name, details in sorted(by_type.items()):
+            more = f"; ... {len(details) - 3} more" if len(details) > 3 else ""
+            problems.append(f"{type_name}: " + "; ".join(details[:3]) + more)
     if problems:
-        shown = "\n  ".join(problems[:_SHOWN])
-        more = f"\n  ... and {len(problems) - _SHOWN} more" if len(problems) > _SHOWN else ""
+        shown = "\n  ".join(problems)
         raise AbiMismatchError(
             f"the libraries in {folder} do not match these bindings "
-            f"(llama.cpp {data['tag'] or data['commit']}):\n  {shown}{more}",
+            f"(llama.cpp {data['tag'] or data['commit']}):\n  {shown}",
             problems,
         )
     missing = sorted(

@@ -81,7 +81,10 @@ def default_out_dir(tree: TreeInfo) -> Path:
 
 
 def build_dir_for(tree: TreeInfo, plat: Platform) -> Path:
-    return default_cache_dir() / "build" / f"{plat.name}-{tree.commit12}"
+    """One build folder per platform, commit and tree location (two copies of one commit, say a
+    patched copy in a test, must not share a CMake cache)."""
+    where = hashlib.sha256(str(tree.root).encode()).hexdigest()[:8]
+    return default_cache_dir() / "build" / f"{plat.name}-{tree.commit12}-{where}"
 
 
 def _render(template: str, dest: Path, **context: Any) -> None:
@@ -130,7 +133,8 @@ def _write_toolchain(tree: TreeInfo, plat: Platform, folder: Path) -> tuple[Path
 def abi_identity_source(tree: TreeInfo) -> str:
     """C source of the ABI identity library for ``tree``: generated from its headers (and the
     wrapper header when the tree has the MTP API, as the bindings are)."""
-    from generator.parse import HOST_TARGET, ParseOptions, parse_interface, tree_source
+    from generator.parse.frontend import parse_interface, tree_source
+    from generator.parse.options import HOST_TARGET, ParseOptions
     from generator.verify.layout_probe import render_abi_identity
 
     wrapper = repo_root() / "native_wrapper" / "llama_mtp.h"

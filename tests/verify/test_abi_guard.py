@@ -1,0 +1,139 @@
+"""The load-time ABI guard, end to end: real builds, real generated bindings, each load in its own
+process so that a crash would show as a crash (a signal), not as a passing test."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from generator.build.native import BuildResult
+from generator.emit import emit_package
+from generator.parse.frontend import parse_interface, tree_source
+from generator.parse.options import HOST_TARGET, ParseOptions
+from generator.paths import default_cache_dir, repo_root
+from tests.native.conftest import BuildFactory
+
+pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]
+WRAPPER_HEADER = repo_root() / "native_wrapper" / "llama_mtp.h"
+PACKAGE = repo_root() / "generated" / "llama_bindings"
+LOAD_AND_CALL = """
+import json, sys
+import llama_bindings as lb
+try:
+    libs = lb.load(sys.argv[1])
+except lb.BindingsAbiError as exc:
+    print(json.dumps({"error": type(exc).__name__, "message": str(exc)}))
+    raise SystemExit(0)
+params = libs.llama.llama_context_default_params()
+print(json.dumps({"error": None, "n_ctx": int(params.n_ctx)}))
+"""
+
+
+def bindings(tree: Path, out: Path, wrapper: Path | None) -> Path:
+    """Generate bindings for ``tree`` into ``out`` (host target only: enough to load here)."""
+    api = parse_interface(ParseOptions(tree, wrapper, (HOST_TARGET,)), tree_source(tree))
+    emit_package(api, out)
+    return out
+
+
+def load_in_subprocess(bindings_parent: Path, lib_dir: Path) -> dict[str, object]:
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(LOAD_AND_CALL), str(lib_dir)],
+        cwd=bindings_parent,
+        env={**os.environ, "PYTHONPATH": str(bindings_parent)},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert proc.returncode == 0, f"load ended with {proc.returncode} (signal?)\n{proc.stderr}"
+    result: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+@pytest.fixture(scope="module")
+def build_new(native_build: BuildFactory, tree_b11312: Path) -> BuildResult:
+    return native_build(tree_b11312, "linux-x86_64")
+
+
+@pytest.fixture(scope="module")
+def build_old(native_build: BuildFactory, tree_63d93d1: Path) -> BuildResult:
+    return native_build(tree_63d93d1, "linux-x86_64")
+
+
+def test_matching_bindings_load_and_call(build_new: BuildResult) -> None:
+    result = load_in_subprocess(repo_root() / "generated", build_new.lib_dir)
+    assert result == {"error": None, "n_ctx": 512}
+
+
+def test_new_bindings_refuse_old_libraries(build_old: BuildResult) -> None:
+    result = load_in_subprocess(repo_root() / "generated", build_old.lib_dir)
+    assert result["error"] == "AbiMismatchError"
+    message = str(result["message"])
+    assert "63d93d17336e41e4cc73a64451e5b1d2477abdb1" in message
+    assert "0c1e57098bba43ac29e6e3b677cdceebdd22334f" in message
+    assert "llama_context_params" in message
+
+
+def test_old_bindings_refuse_new_libraries(
+    build_new: BuildResult, tree_63d93d1: Path, tmp_path: Path
+) -> None:
+    old = bindings(tree_63d93d1, tmp_path, None)
+    result = load_in_subprocess(old, build_new.lib_dir)
+    assert result["error"] == "AbiMismatchError"
+    assert "libraries built from 0c1e57098bba43ac29e6e3b677cdceebdd22334f" in str(result["message"])
+
+
+def test_undeclared_export_is_a_missing_symbol(
+    build_new: BuildResult, tree_b11312: Path, tmp_path: Path
+) -> None:
+    header = tmp_path / "hdr" / "llama_mtp.h"
+    header.parent.mkdir()
+    text = WRAPPER_HEADER.read_text()
+    extra = "LLAMA_MTP_API int32_t llama_mtp_not_in_any_build(void);\n"
+    header.write_text(text.replace("#ifdef __cplusplus\n}", extra + "#ifdef __cplusplus\n}", 1))
+    assert "llama_mtp_not_in_any_build" in header.read_text()
+    out = bindings(tree_b11312, tmp_path / "pkg", header)
+    result = load_in_subprocess(out, build_new.lib_dir)
+    assert result["error"] == "MissingSymbolError"
+    assert "llama_mtp_not_in_any_build" in str(result["message"])
+
+
+def test_inserted_field_is_refused(tree_b11312: Path, tmp_path: Path) -> None:
+    """A copy of b11312 whose llama_context_params gained a field, rebuilt (in a private cache),
+    loaded with the unmodified committed bindings."""
+    tree = tmp_path / "llama.cpp"
+    shutil.copytree(tree_b11312, tree, symlinks=True)
+    llama_h = tree / "include" / "llama.h"
+    anchor = "        uint32_t n_rs_seq;"
+    text = llama_h.read_text()
+    assert text.count(anchor) == 1
+    llama_h.write_text(text.replace(anchor, "        uint64_t inserted_by_test;\n" + anchor, 1))
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    shared_ccache = default_cache_dir() / "ccache"
+    if shared_ccache.is_dir():
+        (cache / "ccache").symlink_to(shared_ccache)
+    proc = subprocess.run(
+        [sys.executable, "-m", "generator", "build", "--tree", str(tree),
+         "--platform", "linux-x86_64", "--out", str(tmp_path / "native")],
+        env={**os.environ, "LLAMA_BINDGEN_CACHE": str(cache)},
+        capture_output=True, text=True, check=False, cwd=repo_root(),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lib_dir = tmp_path / "native" / "linux-x86_64" / "lib"
+    result = load_in_subprocess(repo_root() / "generated", lib_dir)
+    assert result["error"] == "AbiMismatchError"
+    message = str(result["message"])
+    assert "offsetof(llama_context_params, n_rs_seq)" in message
+    manifest = json.loads((PACKAGE / "abi_manifest.json").read_text())
+    size = manifest["targets"][HOST_TARGET]["structs"]["llama_context_params"]["size"]
+    grown = size + 8  # the inserted uint64_t sits where n_rs_seq (8-aligned) was
+    assert f"sizeof(llama_context_params): library {grown}, bindings {size}" in message
