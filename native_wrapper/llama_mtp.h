@@ -104,7 +104,8 @@ LLAMA_MTP_API enum llama_mtp_status llama_mtp_create(
         const struct llama_mtp_params * params,
         struct llama_mtp ** out);
 
-/* Free the sidecar and its MTP context (the target context is the caller's). NULL is a no-op. */
+/* Free the sidecar and its MTP context, before freeing the target context (which stays the
+ * caller's). NULL is a no-op. */
 LLAMA_MTP_API void llama_mtp_free(struct llama_mtp * mtp);
 
 /* The MTP context the sidecar owns (NULL for a NULL handle). */
