@@ -190,7 +190,7 @@ llama_mtp_status do_accept(llama_mtp * mtp, llama_seq_id seq_id, int32_t n_accep
     return LLAMA_MTP_STATUS_OK;
 }
 
-// Convert a token batch to upstream's common_batch after validating it.
+// Feed a batch just decoded on the target to the MTP state; marks drafted sequences verified.
 llama_mtp_status mirror(llama_mtp * mtp, const common_batch & batch) {
     if (!common_speculative_process(mtp->spec, batch)) {
         return fail(LLAMA_MTP_STATUS_DECODE_FAILED, "llama_mtp_process: MTP context decode failed");
