@@ -17,11 +17,17 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <utility>
 #include <vector>
 
 #ifndef LLAMA_MTP_LLAMA_COMMIT
 #    define LLAMA_MTP_LLAMA_COMMIT "unknown"
 #endif
+
+// Exported by libllama (src/llama-model.h, "for internal test use"): the model's loaded tensors.
+// Tensors skipped at load time (the NextN block when load_mtp = false) are not in it.
+const std::vector<std::pair<std::string, ggml_tensor *>> & llama_internal_get_tensor_map(
+    const llama_model * model);
 
 namespace {
 
@@ -66,10 +72,19 @@ void params_defaults(llama_mtp_params & p) {
     p.n_min = 0;
     p.p_min = 0.0f;
     p.n_seq = 1;
-    p.model_load_mtp = 0;
     p.backend_sampling = 1;
     p.n_threads = 0;
     p.n_threads_batch = 0;
+}
+
+// Every architecture with an MTP graph gives its NextN block an eh_proj tensor.
+bool has_nextn_tensors(const llama_model * model) {
+    for (const auto & entry : llama_internal_get_tensor_map(model)) {
+        if (entry.second != nullptr && entry.first.find(".nextn.eh_proj") != std::string::npos) {
+            return true;
+        }
+    }
+    return false;
 }
 
 // Smallest struct_size this library accepts (every field of ABI version 1).
@@ -175,7 +190,7 @@ llama_mtp_status do_accept(llama_mtp * mtp, llama_seq_id seq_id, int32_t n_accep
     return LLAMA_MTP_STATUS_OK;
 }
 
-// Convert a token batch to upstream's common_batch after validating it.
+// Feed a batch just decoded on the target to the MTP state; marks drafted sequences verified.
 llama_mtp_status mirror(llama_mtp * mtp, const common_batch & batch) {
     if (!common_speculative_process(mtp->spec, batch)) {
         return fail(LLAMA_MTP_STATUS_DECODE_FAILED, "llama_mtp_process: MTP context decode failed");
@@ -292,11 +307,11 @@ llama_mtp_status llama_mtp_create(llama_context * ctx_tgt, const llama_mtp_param
             return fail(LLAMA_MTP_STATUS_NO_NEXTN_LAYERS,
                         where + ": the model has no NextN (MTP) layers");
         }
-        if (p.model_load_mtp != 1) {
+        if (!has_nextn_tensors(model)) {
             return fail(LLAMA_MTP_STATUS_MTP_NOT_LOADED,
-                        where + ": load the model with llama_model_params.load_mtp = true and set "
-                                "params.model_load_mtp = 1 (llama.cpp aborts when it builds the MTP "
-                                "graph of a model loaded without its MTP tensors)");
+                        where + ": the model's NextN tensors are not loaded; load it with "
+                                "llama_model_params.load_mtp = true (llama.cpp aborts when it "
+                                "builds the MTP graph without them)");
         }
         llama_memory_t mem = llama_get_memory(ctx_tgt);
         if (mem == nullptr) {

@@ -61,8 +61,6 @@ struct llama_mtp_params {
     int32_t  n_min;            /* drafts shorter than this are dropped, >= 0 (default 0) */
     float    p_min;            /* stop drafting below this top-token probability (default 0) */
     uint32_t n_seq;            /* sequences 0..n_seq-1 the sidecar serves (default 1) */
-    int32_t  model_load_mtp;   /* caller states the target model was loaded with
-                                  llama_model_params.load_mtp = true: must be 1 (default 0) */
     int32_t  backend_sampling; /* 1: draft sampling on the backend when possible (default 1) */
     int32_t  n_threads;        /* MTP context threads, 0 = as the target (default 0) */
     int32_t  n_threads_batch;  /* MTP context batch threads, 0 = as the target (default 0) */
@@ -94,7 +92,9 @@ LLAMA_MTP_API enum llama_mtp_status llama_mtp_model_n_nextn_layers(
         const struct llama_model * model, int32_t * n_layers);
 
 /*
- * Create the MTP sidecar for ctx_tgt. Call before the first decode on ctx_tgt: it switches the
+ * Create the MTP sidecar for ctx_tgt. The model must have NextN layers and have been loaded with
+ * llama_model_params.load_mtp = true (checked: its NextN tensors must be present, else
+ * LLAMA_MTP_STATUS_MTP_NOT_LOADED). Call before the first decode on ctx_tgt: it switches the
  * target to emitting the hidden states MTP needs. Recurrent or hybrid targets need
  * llama_context_params.n_rs_seq >= n_max, and the target needs room for 1 + n_max outputs per
  * sequence in a batch.
@@ -104,7 +104,8 @@ LLAMA_MTP_API enum llama_mtp_status llama_mtp_create(
         const struct llama_mtp_params * params,
         struct llama_mtp ** out);
 
-/* Free the sidecar and its MTP context (the target context is the caller's). NULL is a no-op. */
+/* Free the sidecar and its MTP context, before freeing the target context (which stays the
+ * caller's). NULL is a no-op. */
 LLAMA_MTP_API void llama_mtp_free(struct llama_mtp * mtp);
 
 /* The MTP context the sidecar owns (NULL for a NULL handle). */

@@ -208,6 +208,8 @@ def build_native(
     force: bool = False,
 ) -> BuildResult:
     """Build (or reuse) the native libraries of ``tree_root`` for ``platform_name``."""
+    if jobs < 1:
+        raise UsageError(f"--jobs must be at least 1, got {jobs}")
     tree = read_tree(tree_root)
     plat = get_platform(platform_name)
     missing = plat.missing_tools()

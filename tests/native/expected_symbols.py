@@ -8,6 +8,7 @@ from pathlib import Path
 
 from generator.build.native import BuildResult
 from generator.paths import repo_root
+from generator.symbols import exported_functions_of
 from tests.native.headers import read_declarations
 
 MANIFEST = Path("generated") / "llama_bindings" / "abi_manifest.json"
@@ -17,15 +18,17 @@ def manifest_path() -> Path:
     return repo_root() / MANIFEST
 
 
-def expected_functions(build: BuildResult, scratch: Path) -> tuple[dict[str, set[str]], str]:
+def expected_functions(
+    build: BuildResult, scratch: Path, manifest: Path | None = None
+) -> tuple[dict[str, set[str]], str]:
     """{library: function names} and where the list came from."""
-    path = manifest_path()
+    path = manifest if manifest is not None else manifest_path()
     by_library: dict[str, set[str]] = {}
     if path.is_file():
         data = json.loads(path.read_text(encoding="utf-8"))
         for fn in data["functions"]:
             by_library.setdefault(fn["library"], set()).add(fn["name"])
-        return by_library, str(MANIFEST)
+        return by_library, str(MANIFEST) if manifest is None else str(path)
     headers = ["llama.h"] + (["llama_mtp.h"] if build.mtp.supported else [])
     for header in headers:
         decls = read_declarations(build.include_dir / header, [build.include_dir], scratch)
@@ -53,3 +56,17 @@ def library_files(build: BuildResult, library: str) -> list[Path]:
             if p.name.startswith(("ggml", "libggml")) and not p.is_symlink()
         )
     return [lib / build.platform.library_file(library)]
+
+
+def missing_functions(build: BuildResult, expected: dict[str, set[str]]) -> list[str]:
+    """``library: name`` for every expected function its library files do not export."""
+    missing: list[str] = []
+    for library, names in sorted(expected.items()):
+        files = library_files(build, library)
+        absent = [str(f) for f in files if not f.is_file()]
+        if absent or not files:
+            missing += [f"{library}: {name} (library file missing)" for name in sorted(names)]
+            continue
+        exported = exported_functions_of(files)
+        missing += [f"{library}: {name}" for name in sorted(names - exported)]
+    return missing

@@ -124,7 +124,6 @@ static void model_cases(const char * agree_path, const char * plain_path) {
     report("nextn_plain", llama_mtp_model_n_nextn_layers(plain, &n));
     printf("INFO nextn_plain %d\n", n);
     struct llama_context * ctx = new_ctx(plain, 3);
-    p.model_load_mtp = 1;
     report("create_no_nextn", llama_mtp_create(ctx, &p, &h));
     llama_free(ctx);
     llama_model_free(plain);
@@ -145,17 +144,14 @@ static void model_cases(const char * agree_path, const char * plain_path) {
     ctx = new_ctx(agree, 3);
 
     p = default_params();
-    p.model_load_mtp = 1;
     p.n_max = 0;
     report("create_n_max_zero", llama_mtp_create(ctx, &p, &h));
     p.n_max = -2;
     report("create_n_max_negative", llama_mtp_create(ctx, &p, &h));
     p = default_params();
-    p.model_load_mtp = 1;
     p.struct_size = 8;
     report("create_old_struct", llama_mtp_create(ctx, &p, &h));
     p = default_params();
-    p.model_load_mtp = 1;
     p.n_max = 5; /* > the target's n_rs_seq of 3 */
     report("create_rs_seq_too_small", llama_mtp_create(ctx, &p, &h));
 
@@ -165,13 +161,11 @@ static void model_cases(const char * agree_path, const char * plain_path) {
         llama_token t[2] = {1, 2};
         llama_decode(used, llama_batch_get_one(t, 2));
         p = default_params();
-        p.model_load_mtp = 1;
-        report("create_after_decode", llama_mtp_create(used, &p, &h));
+            report("create_after_decode", llama_mtp_create(used, &p, &h));
         llama_free(used);
     }
 
     p = default_params();
-    p.model_load_mtp = 1;
     report("create_ok", llama_mtp_create(ctx, &p, &h));
     if (!h) { llama_free(ctx); llama_model_free(agree); return; }
     printf("INFO has_mtp_context %d\n", llama_mtp_get_context(h) != NULL);

@@ -11,7 +11,8 @@ import pytest
 
 from generator.build.build_info import file_sha256, wrapper_sources_sha256
 from generator.build.cmake_driver import BuildError
-from generator.build.native import build_native
+from generator.build.native import build_dir_for, build_native
+from generator.build.tree import read_tree
 from generator.commands import build as build_command
 from generator.paths import default_cache_dir
 from tests.native.conftest import BuildFactory
@@ -103,3 +104,40 @@ def test_build_command_reports_mtp_and_platform_folder(
     assert "mtp: supported" in lines
     assert lines[-1] == str(expected.platform_dir)
     assert any(line.startswith("library: lib/libllama_mtp.so sha256:") for line in lines)
+
+
+def _write_fake_tree(tree: Path, commit: str) -> None:
+    """A tiny tree that claims the MTP API but cannot compile the wrapper (no real llama.h)."""
+    (tree / "include").mkdir(parents=True)
+    (tree / "common").mkdir()
+    (tree / "include" / "llama.h").write_text(
+        "/* LLAMA_CONTEXT_TYPE_MTP */\nint llama_fake(void);\n"
+    )
+    (tree / "common" / "speculative.h").write_text("")
+    (tree / "common" / "common.h").write_text("/* COMMON_SPECULATIVE_TYPE_DRAFT_MTP */\n")
+    (tree / "llama.c").write_text("int llama_fake(void) { return 1; }\n")
+    (tree / "ggml.c").write_text("int ggml_fake(void) { return 2; }\n")
+    (tree / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.14)\nproject(fake C)\n"
+        "add_library(llama SHARED llama.c)\nadd_library(ggml SHARED ggml.c)\n"
+        "install(TARGETS llama ggml LIBRARY DESTINATION lib RUNTIME DESTINATION bin)\n"
+        "install(FILES include/llama.h DESTINATION include)\n"
+    )
+    (tree / ".llama-bindgen-tree.json").write_text(json.dumps({"tag": "fake", "commit": commit}))
+
+
+def test_wrapper_build_failure_does_not_block_the_libraries(tmp_path: Path) -> None:
+    tree = tmp_path / "fake-tree"
+    _write_fake_tree(tree, "e" * 40)
+    result = build_native(tree, "linux-x86_64", out=tmp_path / "out")
+    try:
+        assert not result.mtp.supported
+        assert "failed to build" in result.mtp.reason
+        assert result.info["mtp"]["status"] == "unsupported"
+        assert result.info["cmake_options"]["LLAMA_MTP"] == "OFF"
+        assert (result.lib_dir / "libllama.so").is_file()
+        assert not (result.lib_dir / "libllama_mtp.so").exists()
+        kept = build_dir_for(read_tree(tree), result.platform) / "logs" / "build-with-mtp.log"
+        assert "llama_mtp.cpp" in kept.read_text()
+    finally:
+        shutil.rmtree(build_dir_for(read_tree(tree), result.platform), ignore_errors=True)

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from generator.build.native import BuildResult
-from generator.symbols import exported_functions, exported_functions_of, machine
+from generator.symbols import exported_functions, machine
 from tests.native.conftest import BuildFactory
-from tests.native.expected_symbols import expected_functions, library_files
+from tests.native.expected_symbols import expected_functions, missing_functions
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]
 
@@ -29,13 +30,7 @@ def test_declared_functions_are_exported(build: BuildResult, tmp_path: Path) -> 
     expected, source = expected_functions(build, tmp_path)
     assert expected.get("llama_mtp"), f"no llama_mtp functions in {source}"
     assert expected.get("llama"), f"no llama functions in {source}"
-    missing: list[str] = []
-    for library, names in sorted(expected.items()):
-        files = library_files(build, library)
-        absent = [str(f) for f in files if not f.is_file()]
-        assert not absent, f"{build.platform.name}: library files missing: {absent}"
-        exported = exported_functions_of(files)
-        missing += [f"{library}: {name}" for name in sorted(names - exported)]
+    missing = missing_functions(build, expected)
     assert not missing, (
         f"{build.platform.name}: {len(missing)} functions declared in {source} are not exported:\n"
         + "\n".join(missing)
@@ -57,3 +52,25 @@ def test_libraries_are_for_the_platform(build: BuildResult) -> None:
         if not p.is_symlink() and machine(p) != build.platform.machine
     }
     assert not wrong, f"{build.platform.name}: expected {build.platform.machine}, got {wrong}"
+
+
+def test_manifest_is_the_contract_and_missing_names_are_reported(
+    native_build: BuildFactory, tree_b11312: Path, tmp_path: Path
+) -> None:
+    build = native_build(tree_b11312, "linux-x86_64")
+    manifest = tmp_path / "abi_manifest.json"
+    functions = [
+        {"name": "llama_backend_init", "library": "llama", "header": "llama.h"},
+        {"name": "ggml_init", "library": "ggml", "header": "ggml.h"},
+        {"name": "llama_mtp_step", "library": "llama_mtp", "header": "llama_mtp.h"},
+        {"name": "llama_mtp_not_a_function", "library": "llama_mtp", "header": "llama_mtp.h"},
+    ]
+    manifest.write_text(json.dumps({"functions": functions}))
+    expected, source = expected_functions(build, tmp_path, manifest)
+    assert source == str(manifest)
+    assert expected == {
+        "llama": {"llama_backend_init"},
+        "ggml": {"ggml_init"},
+        "llama_mtp": {"llama_mtp_step", "llama_mtp_not_a_function"},
+    }
+    assert missing_functions(build, expected) == ["llama_mtp: llama_mtp_not_a_function"]
