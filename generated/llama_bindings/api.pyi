@@ -441,7 +441,6 @@ class llama_mtp_params:
     n_min: int
     p_min: float
     n_seq: int
-    model_load_mtp: int
     backend_sampling: int
     n_threads: int
     n_threads_batch: int
@@ -5009,7 +5008,9 @@ class LlamaMtpLibrary:
     def llama_mtp_create(self, ctx_tgt: CData, params: CData, out: CData, /) -> int:
         """``enum llama_mtp_status llama_mtp_create(struct llama_context * ctx_tgt, const struct llama_mtp_params * params, struct llama_mtp ** out)`` (llama_mtp.h)
 
-        Create the MTP sidecar for ctx_tgt. Call before the first decode on ctx_tgt: it switches the
+        Create the MTP sidecar for ctx_tgt. The model must have NextN layers and have been loaded with
+        llama_model_params.load_mtp = true (checked: its NextN tensors must be present, else
+        LLAMA_MTP_STATUS_MTP_NOT_LOADED). Call before the first decode on ctx_tgt: it switches the
         target to emitting the hidden states MTP needs. Recurrent or hybrid targets need
         llama_context_params.n_rs_seq >= n_max, and the target needs room for 1 + n_max outputs per
         sequence in a batch.
@@ -5031,7 +5032,8 @@ class LlamaMtpLibrary:
     def llama_mtp_free(self, mtp: CData, /) -> None:
         """``void llama_mtp_free(struct llama_mtp * mtp)`` (llama_mtp.h)
 
-        Free the sidecar and its MTP context (the target context is the caller's). NULL is a no-op.
+        Free the sidecar and its MTP context, before freeing the target context (which stays the
+        caller's). NULL is a no-op.
         """
 
     def llama_mtp_get_context(self, mtp: CData, /) -> CData:

@@ -872,7 +872,6 @@ struct llama_mtp_params {
     int32_t n_min;
     float p_min;
     uint32_t n_seq;
-    int32_t model_load_mtp;
     int32_t backend_sampling;
     int32_t n_threads;
     int32_t n_threads_batch;

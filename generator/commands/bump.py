@@ -1,8 +1,8 @@
 """``llama-bindgen bump REF``: move the project to a llama.cpp release through every stage.
 
-Stages run in pipeline order; each prints progress and a summary line. Stages that have not
-landed yet are listed as such at the end: the bump then stops without touching ``generated/``
-or ``releases.toml`` and says so (exit code 0: nothing failed, nothing was published).
+fetch -> generate -> diff -> build -> verify (symbols, layout, smoke) -> record. The repository
+(generated/, releases.toml, CHANGELOG.md, reports/) changes only when every gate of every platform
+built here passed; otherwise the failing gates are named with the paths of their logs.
 """
 
 from __future__ import annotations
@@ -10,31 +10,24 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from generator.bump.pipeline import BumpOptions, run_bump
 from generator.commands.fetch import add_source_options, github_base
-from generator.sources.fetch import fetch_tree
-
-# Pipeline stages after fetch that a complete bump runs (ARCHITECTURE.md, "Pipeline").
-PENDING_STAGES: tuple[str, ...] = (
-    "generate",
-    "diff",
-    "build",
-    "verify (symbols, layouts, MTP smoke)",
-    "record release",
-)
+from generator.paths import repo_root
 
 
 def run(args: argparse.Namespace) -> int:
-    print(f"[1/1] fetch {args.ref}", flush=True)
-    result = fetch_tree(
-        args.ref, args.cache, mirror=args.mirror, source=args.source, github_base=github_base(args)
+    report = run_bump(
+        BumpOptions(
+            ref=args.ref,
+            repo=repo_root(),
+            cache=args.cache,
+            mirror=args.mirror,
+            source=args.source,
+            github_base=github_base(args),
+            platforms=tuple(args.platform or ()),
+        )
     )
-    state = "cache" if result.from_cache else result.provider
-    print(f"      tree {result.tree} (commit {result.commit}, {result.digest}, from {state})")
-    print(
-        "bump stopped after the fetch stage: not implemented yet: "
-        + ", ".join(PENDING_STAGES)
-        + ". generated/ and releases.toml are unchanged."
-    )
+    print(f"pinned {report.fetched.ref} ({report.fetched.commit}); work folder {report.work}")
     return 0
 
 
@@ -42,7 +35,16 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "bump",
         help="bump the bindings to a llama.cpp release (fetch, generate, build, verify, record)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("ref", metavar="REF")
+    parser.add_argument(
+        "--platform",
+        action="append",
+        metavar="P",
+        help="build and verify only this platform (repeatable; default: every platform whose "
+        "toolchain is installed)",
+    )
     add_source_options(parser)
     parser.set_defaults(func=run)

@@ -1,0 +1,174 @@
+"""Per-platform verification gates of a bump: build, symbols, layout, smoke.
+
+Each gate returns a :class:`GateOutcome`; none raises for a failed check, so the bump can report
+every platform's every gate before it decides. Gates that cannot run (an earlier gate failed, a
+prerequisite is missing) say so as ``not-run`` with the reason: only ``passed`` counts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from generator.build.native import BuildResult, build_native
+from generator.errors import BindgenError
+from generator.ir.interface import Interface
+from generator.verify.layout_check import cffi_values, compare, ir_values
+from generator.verify.layout_probe import ProbeError, run_probe
+from generator.verify.probe_platforms import probe_runner
+from generator.verify.symbols_gate import check_symbols
+
+PASSED = "passed"
+FAILED = "failed"
+NOT_RUN = "not-run"
+GATES = ("build", "symbols", "layout", "smoke")
+
+
+@dataclass(frozen=True)
+class GateOutcome:
+    gate: str
+    status: str
+    detail: str = ""
+    log: Path | None = None
+
+
+@dataclass(frozen=True)
+class PlatformRun:
+    """What the verify stage hands each gate."""
+
+    platform: str
+    tree: Path
+    api: Interface
+    package_parent: Path  # folder holding the freshly generated llama_bindings/
+    logs: Path
+    build: BuildResult | None = None
+
+
+Builder = Callable[[Path, str], BuildResult]
+SmokeGate = Callable[[PlatformRun], GateOutcome]
+
+
+def _write(log: Path, text: str) -> Path:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text(text, encoding="utf-8")
+    return log
+
+
+def build_gate(
+    run: PlatformRun, builder: Builder = build_native
+) -> tuple[GateOutcome, BuildResult | None]:
+    try:
+        result = builder(run.tree, run.platform)
+    except BindgenError as exc:
+        log = getattr(exc, "log", None)
+        return GateOutcome("build", FAILED, str(exc), log if isinstance(log, Path) else None), None
+    detail = f"mtp {result.mtp.describe()}"
+    return GateOutcome("build", PASSED, detail, result.platform_dir / "build-info.json"), result
+
+
+def symbols_gate(run: PlatformRun) -> GateOutcome:
+    assert run.build is not None
+    manifest = run.package_parent / "llama_bindings" / "abi_manifest.json"
+    report = check_symbols(manifest, run.build)
+    lines = [f"checked {report.checked} declared functions"]
+    lines += [f"MISSING {m}" for m in report.missing]
+    lines += [f"note: declared by ggml's headers, exported by no ggml library: {m}"
+              for m in report.ggml_missing]  # fmt: skip
+    log = _write(run.logs / "symbols.log", "\n".join(lines) + "\n")
+    if report.passed:
+        note = f"; {len(report.ggml_missing)} ggml declarations undefined upstream" if (
+            report.ggml_missing) else ""  # fmt: skip
+        return GateOutcome("symbols", PASSED, f"{report.checked} functions{note}", log)
+    return GateOutcome(
+        "symbols", FAILED, f"{len(report.missing)} missing: {', '.join(report.missing[:5])}", log
+    )
+
+
+_GUARD_CHECK = """
+import sys
+import llama_bindings
+libs = llama_bindings.load(sys.argv[1])
+print(int(libs.llama.llama_context_default_params().n_ctx))
+"""
+
+
+def layout_gate(run: PlatformRun, host_platform: str) -> GateOutcome:
+    """Probe (real compiler) == clang IR for the platform's triple; on the host also == cffi, and
+    the generated loader's ABI guard accepts the built libraries."""
+    assert run.build is not None
+    runner = probe_runner(run.platform)
+    work = run.logs / "layout-probe"
+    try:
+        probe = run_probe(run.api, runner, [run.build.include_dir], _headers(run.build), work)
+    except ProbeError as exc:
+        return GateOutcome("layout", FAILED, str(exc), work / "layout_probe.log")
+    sources = {
+        f"probe ({runner.how})": probe,
+        f"clang {runner.triple}": ir_values(run.api, runner.triple),
+    }
+    if run.platform == host_platform:
+        import cffi
+
+        ffi = cffi.FFI()
+        cdef = (run.package_parent / "llama_bindings" / "cdef.h").read_text(encoding="utf-8")
+        ffi.cdef(cdef)
+        sources["cffi"] = cffi_values(ffi, run.api, sorted(probe))
+    problems = compare(sources)
+    lines = [f"{len(probe)} measurements; sources: {', '.join(sources)}"]
+    lines += [p.describe() for p in problems]
+    if run.platform == host_platform and not problems:
+        proc = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(_GUARD_CHECK), str(run.build.lib_dir)],
+            cwd=run.package_parent,
+            env={**os.environ, "PYTHONPATH": str(run.package_parent)},
+            capture_output=True, text=True, check=False, timeout=600,
+        )  # fmt: skip
+        lines.append(f"ABI guard load: exit {proc.returncode}\n{proc.stdout}{proc.stderr}")
+        if proc.returncode != 0:
+            log = _write(run.logs / "layout.log", "\n".join(lines) + "\n")
+            return GateOutcome("layout", FAILED, "the generated loader refused the build", log)
+    log = _write(run.logs / "layout.log", "\n".join(lines) + "\n")
+    if problems:
+        return GateOutcome(
+            "layout", FAILED, f"{len(problems)} disagreements: {problems[0].describe()}", log
+        )
+    return GateOutcome("layout", PASSED, f"{len(probe)} measurements agree ({runner.how})", log)
+
+
+def _headers(build: BuildResult) -> list[str]:
+    return ["llama.h", *(["llama_mtp.h"] if (build.include_dir / "llama_mtp.h").is_file() else [])]
+
+
+def smoke_not_available(run: PlatformRun) -> GateOutcome:
+    return GateOutcome("smoke", NOT_RUN, "the MTP smoke generation has not landed yet (issue 6)")
+
+
+def summarise(outcomes: dict[str, list[GateOutcome]]) -> str:
+    """A plain-text table: one row per platform, one column per gate."""
+    width = max([len("platform"), *(len(p) for p in outcomes)])
+    head = f"{'platform':<{width}}  " + "  ".join(f"{g:<8}" for g in GATES)
+    rows = [head, "-" * len(head)]
+    for platform, results in outcomes.items():
+        by_gate = {o.gate: o.status for o in results}
+        rows.append(
+            f"{platform:<{width}}  " + "  ".join(f"{by_gate.get(g, NOT_RUN):<8}" for g in GATES)
+        )
+    return "\n".join(rows)
+
+
+def to_json(outcomes: dict[str, list[GateOutcome]]) -> str:
+    return json.dumps(
+        {
+            p: [{"gate": o.gate, "status": o.status, "detail": o.detail,
+                 "log": str(o.log) if o.log else ""} for o in results]
+            for p, results in outcomes.items()
+        },
+        indent=2,
+        sort_keys=True,
+    )  # fmt: skip

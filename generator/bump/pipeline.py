@@ -1,0 +1,306 @@
+"""The bump pipeline: one llama.cpp ref through every stage, changing the repository only when
+every gate of every platform built here passed.
+
+Stages: fetch -> generate (into a work folder) -> diff (against the pinned bindings) -> build
+(each platform this machine can build) -> verify (symbols, layout, smoke per platform) -> record
+(generated/, releases.toml, CHANGELOG.md, the API/ABI report). Work files and logs live under
+``<cache>/bump/<commit12>/``, never in the repository.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jinja2
+import tomlkit
+
+from generator import __version__
+from generator.build.platforms import PLATFORMS, get_platform, host_platform_name
+from generator.bump.gates import (
+    FAILED,
+    NOT_RUN,
+    PASSED,
+    Builder,
+    GateOutcome,
+    PlatformRun,
+    SmokeGate,
+    build_gate,
+    layout_gate,
+    smoke_not_available,
+    summarise,
+    symbols_gate,
+    to_json,
+)
+from generator.diff.compare import compare
+from generator.diff.model import summary
+from generator.diff.report import render_json, render_markdown
+from generator.emit import PACKAGE_NAME, emit_package
+from generator.errors import BindgenError
+from generator.ir.interface import Interface
+from generator.parse.frontend import parse_interface, tree_source
+from generator.parse.options import ParseOptions
+from generator.paths import default_cache_dir, templates_dir
+from generator.releases import load_document
+from generator.sources.fetch import FetchResult, fetch_tree
+
+STAGES = ("fetch", "generate", "diff", "build", "verify", "record")
+
+
+class BumpFailed(BindgenError):
+    """A stage or gate failed; nothing in the repository was changed."""
+
+    exit_code = 1
+
+
+@dataclass
+class BumpOptions:
+    ref: str
+    repo: Path
+    cache: Path | None = None
+    mirror: str | None = None
+    source: Path | None = None
+    github_base: str | None = None
+    platforms: tuple[str, ...] = ()
+
+
+@dataclass
+class BumpHooks:
+    """The parts of a bump tests may replace (a failing build, a smoke that always passes)."""
+
+    builder: Builder | None = None
+    smoke: SmokeGate = smoke_not_available
+
+
+@dataclass
+class BumpReport:
+    fetched: FetchResult
+    outcomes: dict[str, list[GateOutcome]] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+    diff_summary: str = ""
+    recorded: bool = False
+    work: Path = Path()
+
+
+def _stage(n: int, name: str, text: str) -> None:
+    print(f"[{n}/{len(STAGES)}] {name}: {text}", file=sys.stderr, flush=True)
+
+
+def _buildable(requested: tuple[str, ...]) -> tuple[list[str], dict[str, str]]:
+    names = list(requested) if requested else sorted(PLATFORMS)
+    chosen: list[str] = []
+    skipped: dict[str, str] = {}
+    for name in names:
+        missing = get_platform(name).missing_tools()
+        if missing and requested:
+            raise BumpFailed(f"{name}: missing tools {', '.join(missing)}")
+        if missing:
+            skipped[name] = f"missing tools: {', '.join(missing)}"
+        else:
+            chosen.append(name)
+    host = host_platform_name()
+    chosen.sort(key=lambda n: (n != host, n))  # the host first: its gates are the strictest
+    return chosen, skipped
+
+
+def _wrapper_header(repo: Path, tree: Path) -> Path | None:
+    header = repo / "native_wrapper" / "llama_mtp.h"
+    llama_h = (tree / "include" / "llama.h").read_text(encoding="utf-8", errors="replace")
+    return header if header.is_file() and "LLAMA_CONTEXT_TYPE_MTP" in llama_h else None
+
+
+def _pinned_ir(repo: Path) -> Interface | None:
+    path = repo / "generated" / PACKAGE_NAME / "ir.json"
+    return Interface.load(path) if path.is_file() else None
+
+
+def run_bump(options: BumpOptions, hooks: BumpHooks | None = None) -> BumpReport:
+    hooks = hooks or BumpHooks()
+    repo = options.repo.resolve()
+    _stage(1, "fetch", options.ref)
+    fetched = fetch_tree(
+        options.ref,
+        options.cache,
+        mirror=options.mirror,
+        source=options.source,
+        github_base=options.github_base,
+    )
+    work = (options.cache or default_cache_dir()) / "bump" / fetched.commit[:12]
+    if work.exists():
+        shutil.rmtree(work)
+    logs = work / "logs"
+    logs.mkdir(parents=True)
+    report = BumpReport(fetched, work=work)
+
+    _stage(2, "generate", f"bindings for {fetched.tag or fetched.commit[:12]}")
+    api = parse_interface(
+        ParseOptions(tree=fetched.tree, wrapper_header=_wrapper_header(repo, fetched.tree)),
+        tree_source(fetched.tree),
+        progress=True,
+    )
+    package_parent = work / "generated"
+    emit_package(api, package_parent)
+
+    _stage(3, "diff", "against the pinned bindings")
+    old = _pinned_ir(repo)
+    if old is None:
+        diff_md = "First pin: no earlier bindings to compare with.\n"
+        report.diff_summary = "first pin"
+        previous = ""
+    else:
+        diff = compare(old, api)
+        diff_md = render_markdown(diff)
+        (work / "api-diff.json").write_text(render_json(diff), encoding="utf-8")
+        counts = summary(diff.changes)
+        report.diff_summary = f"{counts['breaking']} breaking, {counts['compatible']} compatible"
+        previous = old.source.tag or old.source.commit[:12]
+    (work / "api-diff.md").write_text(diff_md, encoding="utf-8")
+    _stage(3, "diff", f"{report.diff_summary} (report: {work / 'api-diff.md'})")
+
+    platforms, report.skipped = _buildable(options.platforms)
+    for name, why in report.skipped.items():
+        _stage(4, "build", f"{name}: skipped ({why})")
+    host = host_platform_name()
+    for name in platforms:
+        _stage(4, "build", name)
+        run = PlatformRun(name, fetched.tree, api, package_parent, logs / name)
+        builder = hooks.builder
+        built, result = build_gate(run, builder) if builder else build_gate(run)
+        outcomes = [built]
+        if result is None:
+            outcomes += [
+                GateOutcome(g, NOT_RUN, "build failed") for g in ("symbols", "layout", "smoke")
+            ]
+        else:
+            run = PlatformRun(name, fetched.tree, api, package_parent, logs / name, result)
+            _stage(5, "verify", f"{name}: symbols, layout, smoke")
+            outcomes += [symbols_gate(run), layout_gate(run, host), hooks.smoke(run)]
+        for outcome in outcomes:
+            where = f" (log: {outcome.log})" if outcome.log and outcome.status != PASSED else ""
+            _stage(5, "verify", f"{name}: {outcome.gate} {outcome.status}: {outcome.detail}{where}")
+        report.outcomes[name] = outcomes
+    (work / "gates.json").write_text(to_json(report.outcomes), encoding="utf-8")
+
+    failed = [
+        f"{p}: {o.gate} {o.status} ({o.detail})"
+        for p, results in report.outcomes.items()
+        for o in results
+        if o.status != PASSED
+    ]
+    if not report.outcomes:
+        failed.append("no platform could be built on this machine")
+    print(summarise(report.outcomes))
+    if failed:
+        raise BumpFailed(
+            "not recorded: every gate must pass; generated/, releases.toml and CHANGELOG.md are "
+            "unchanged.\n  " + "\n  ".join(failed) + f"\n  work folder and logs: {work}"
+        )
+    _stage(6, "record", f"pinning {fetched.ref}")
+    _record(repo, fetched, api, report, diff_md, previous)
+    report.recorded = True
+    return report
+
+
+def _record(
+    repo: Path,
+    fetched: FetchResult,
+    api: Interface,
+    report: BumpReport,
+    diff_md: str,
+    previous: str,
+) -> None:
+    """Replace generated/, releases.toml, CHANGELOG.md and the report; all or nothing."""
+    from generator.release.gates import GateRecord, PlatformGates, set_gate_record
+
+    releases = repo / "releases.toml"
+    changelog = repo / "CHANGELOG.md"
+    ref = fetched.tag or fetched.commit[:7]
+    report_rel = f"reports/api-diff-{ref}.md"
+
+    doc = load_document(releases)
+    entries = [e for e in doc.get("release", []) if e.get("commit") == fetched.commit]
+    if entries:
+        ref = str(entries[0]["ref"])
+    else:
+        entry = tomlkit.table()
+        for key, value in (
+            ("ref", ref), ("tag", fetched.tag), ("commit", fetched.commit),
+            ("digest", fetched.digest), ("digest_algorithm", "llama-bindgen-tree-v1"),
+            ("mtp", _wrapper_header(repo, fetched.tree) is not None),
+        ):  # fmt: skip
+            entry[key] = value
+        doc.setdefault("release", tomlkit.aot()).append(entry)
+        entries = [entry]
+    doc["pinned"] = ref
+    entries[0]["notes"] = report_rel
+    record = GateRecord(
+        platforms={
+            p: PlatformGates(p, {o.gate: o.status for o in results})
+            for p, results in report.outcomes.items()
+        },
+        generator_version=__version__,
+        providers=(fetched.provider,),
+        diff_summary=report.diff_summary,
+    )
+    set_gate_record(doc, ref, record)
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(templates_dir() / "bump"),
+        undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )  # fmt: skip
+    rows = [
+        {"platform": p, **{o.gate: o.status for o in results}}
+        for p, results in report.outcomes.items()
+    ]
+    entry_md = env.get_template("changelog_entry.md.j2").render(
+        ref=ref, tag=fetched.tag, commit=fetched.commit, digest=fetched.digest,
+        provider=fetched.provider, generator_version=__version__, previous=previous,
+        summary=report.diff_summary, report=report_rel, rows=rows,
+    )  # fmt: skip
+    old_changelog = (
+        changelog.read_text(encoding="utf-8") if changelog.is_file() else "# Changelog\n"
+    )
+    head, sep, rest = old_changelog.partition("\n## ")
+    new_changelog = f"{head.rstrip()}\n\n{entry_md}" + (f"## {rest}" if sep else "")
+
+    staging = Path(tempfile.mkdtemp(prefix=".bump-", dir=repo))
+    backup = Path(tempfile.mkdtemp(prefix=".bump-backup-", dir=repo))
+    try:
+        (staging / "releases.toml").write_text(tomlkit.dumps(doc), encoding="utf-8")
+        (staging / "CHANGELOG.md").write_text(new_changelog, encoding="utf-8")
+        (staging / "report.md").write_text(diff_md, encoding="utf-8")
+        for name in ("releases.toml", "CHANGELOG.md"):
+            if (repo / name).exists():
+                shutil.copy2(repo / name, backup / name)
+        generated = repo / "generated" / PACKAGE_NAME
+        if generated.exists():
+            shutil.copytree(generated, backup / PACKAGE_NAME)
+        try:
+            emit_package(api, repo / "generated")
+            (repo / "reports").mkdir(exist_ok=True)
+            (staging / "report.md").replace(repo / report_rel)
+            (staging / "releases.toml").replace(releases)
+            (staging / "CHANGELOG.md").replace(changelog)
+        except BaseException:
+            _restore(repo, backup)
+            raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(backup, ignore_errors=True)
+
+
+def _restore(repo: Path, backup: Path) -> None:
+    for name in ("releases.toml", "CHANGELOG.md"):
+        if (backup / name).exists():
+            shutil.copy2(backup / name, repo / name)
+    if (backup / PACKAGE_NAME).exists():
+        target = repo / "generated" / PACKAGE_NAME
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(backup / PACKAGE_NAME, target)
+
+
+__all__ = ["FAILED", "NOT_RUN", "PASSED", "BumpFailed", "BumpHooks", "BumpOptions", "run_bump"]

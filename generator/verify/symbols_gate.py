@@ -1,0 +1,57 @@
+"""The symbols gate: every function llama.h and the MTP wrapper declare is exported by a build."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from generator.build.native import BuildResult
+from generator.symbols import exported_functions_of
+
+# Held to every declared function; ggml's headers declare functions that no build defines
+# (ggml_threadpool_get_n_threads in b11312), so ggml's absences are reported, not failed.
+STRICT_LIBRARIES = ("llama", "llama_mtp")
+
+
+@dataclass(frozen=True)
+class SymbolReport:
+    missing: tuple[str, ...]  # "library: function" for the strict libraries
+    ggml_missing: tuple[str, ...]  # declared by the ggml headers, exported by no ggml library
+    checked: int
+
+    @property
+    def passed(self) -> bool:
+        return not self.missing
+
+
+def library_files(build: BuildResult, library: str) -> list[Path]:
+    """The built files that together provide ``library`` (ggml is split into several)."""
+    lib = build.lib_dir
+    if library == "ggml":
+        names = ("ggml", "libggml")
+        return sorted(p for p in lib.iterdir() if p.name.startswith(names) and not p.is_symlink())
+    return [lib / build.platform.library_file(library)]
+
+
+def check_symbols(manifest_path: Path, build: BuildResult) -> SymbolReport:
+    data = json.loads(manifest_path.read_text(encoding="utf-8"))
+    wanted: dict[str, set[str]] = {}
+    for fn in data["functions"]:
+        if fn.get("bound", True):
+            wanted.setdefault(fn["library"], set()).add(fn["name"])
+    missing: list[str] = []
+    ggml_missing: list[str] = []
+    checked = 0
+    for library, names in sorted(wanted.items()):
+        if library == "llama_mtp" and not build.mtp.supported:
+            continue
+        files = library_files(build, library)
+        exported = exported_functions_of([f for f in files if f.is_file()])
+        absent = sorted(names - exported)
+        checked += len(names)
+        if library in STRICT_LIBRARIES:
+            missing += [f"{library}: {name}" for name in absent]
+        else:
+            ggml_missing += [f"{library}: {name}" for name in absent]
+    return SymbolReport(tuple(missing), tuple(ggml_missing), checked)
