@@ -16,6 +16,13 @@ def _install(session: nox.Session) -> None:
     session.install("-e", ".[dev]")
 
 
+def _tree(session: nox.Session, ref: str) -> str:
+    """Fetch ``ref`` and return its verified tree path (the CLI's last stdout line)."""
+    out = session.run("llama-bindgen", "fetch", ref, silent=True)
+    assert isinstance(out, str)
+    return out.strip().splitlines()[-1]
+
+
 @nox.session
 def bump(session: nox.Session) -> None:
     """Bump to a llama.cpp release: ``nox -s bump -- b11312``."""
@@ -30,6 +37,45 @@ def fetch(session: nox.Session) -> None:
     """Fetch and verify a llama.cpp tree: ``nox -s fetch -- b11312``."""
     _install(session)
     session.run("llama-bindgen", "fetch", *(session.posargs or ["b11312"]))
+
+
+@nox.session
+def generate(session: nox.Session) -> None:
+    """Regenerate generated/ from a ref: ``nox -s generate -- b11312``."""
+    _install(session)
+    ref, *rest = session.posargs or ["b11312"]
+    session.run("llama-bindgen", "generate", "--tree", _tree(session, ref), *rest)
+
+
+@nox.session
+def diff(session: nox.Session) -> None:
+    """API/ABI report between two refs, trees or IR files: ``nox -s diff -- 63d93d1 b11312``."""
+    _install(session)
+    session.run("llama-bindgen", "diff", *(session.posargs or ["63d93d1", "b11312"]))
+
+
+@nox.session
+def build(session: nox.Session) -> None:
+    """Native libraries: ``nox -s build -- REF --platform P [--backend B] [--out DIR]``."""
+    if not session.posargs:
+        session.error("usage: nox -s build -- REF --platform P [--backend B] [--out DIR]")
+    _install(session)
+    ref, *rest = session.posargs
+    session.run("llama-bindgen", "build", "--tree", _tree(session, ref), *rest)
+
+
+@nox.session
+def release(session: nox.Session) -> None:
+    """Release artifacts of a recorded bump: ``nox -s release -- b11312 --out dist``."""
+    _install(session)
+    session.run("llama-bindgen", "release", *session.posargs)
+
+
+@nox.session
+def matrix(session: nox.Session) -> None:
+    """Re-emit .github/workflows/release.yml."""
+    _install(session)
+    session.run("llama-bindgen", "matrix", *session.posargs)
 
 
 @nox.session
@@ -48,3 +94,4 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "check", *LINTED)
     session.run("ruff", "format", "--check", *LINTED)
     session.run("mypy", "generator")
+    session.run("mypy", "--strict", "generated/llama_bindings")

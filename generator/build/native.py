@@ -131,19 +131,22 @@ def _write_toolchain(tree: TreeInfo, plat: Platform, folder: Path) -> tuple[Path
 
 
 def abi_identity_source(tree: TreeInfo) -> str:
-    """C source of the ABI identity library for ``tree``: generated from its headers (and the
-    wrapper header when the tree has the MTP API, as the bindings are)."""
-    from generator.parse.frontend import parse_interface, tree_source
+    """C source of the ABI identity library for ``tree``: generated from its headers, with the
+    wrapper header when the tree has the MTP API (as the bindings are generated)."""
+    from generator.parse.frontend import ClangParseError, parse_interface, tree_source
     from generator.parse.options import HOST_TARGET, ParseOptions
     from generator.verify.layout_probe import render_abi_identity
 
     wrapper = repo_root() / "native_wrapper" / "llama_mtp.h"
-    with_wrapper = tree.mtp_api_missing_reason is None and wrapper.is_file()
     source = tree_source(tree.root)
-    options = ParseOptions(tree.root, wrapper if with_wrapper else None, (HOST_TARGET,))
-    api = parse_interface(options, source)
-    headers = ["llama.h", *(["llama_mtp.h"] if with_wrapper else [])]
-    return render_abi_identity(api, headers, source.digest)
+    if tree.mtp_api_missing_reason is None and wrapper.is_file():
+        try:
+            api = parse_interface(ParseOptions(tree.root, wrapper, (HOST_TARGET,)), source)
+            return render_abi_identity(api, ["llama.h", "llama_mtp.h"], source.digest)
+        except ClangParseError as exc:
+            progress(f"abi: llama_mtp.h does not parse against this tree; leaving it out ({exc})")
+    api = parse_interface(ParseOptions(tree.root, None, (HOST_TARGET,)), source)
+    return render_abi_identity(api, ["llama.h"], source.digest)
 
 
 def _compiler_description(compiler: str) -> str:

@@ -24,6 +24,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--tree", type=Path, required=True, help="llama.cpp tree (from `fetch`)")
     parser.add_argument("--platform", required=True, choices=sorted(PLATFORMS))
     parser.add_argument("--out", type=Path, default=None, help="output folder (default: cache)")
+    parser.add_argument(
+        "--backend",
+        default="cpu",
+        choices=["cpu"],
+        help="compute backend; only cpu is built so far (GPU backends: see the README)",
+    )
     parser.add_argument("--jobs", "-j", type=int, default=2, help="parallel compile jobs (2)")
     parser.add_argument("--force", action="store_true", help="rebuild even when up to date")
     parser.set_defaults(func=run)

@@ -68,9 +68,9 @@ def test_manifest_is_the_contract_and_missing_names_are_reported(
     manifest.write_text(json.dumps({"functions": functions}))
     expected, source = expected_functions(build, tmp_path, manifest)
     assert source == str(manifest)
+    # ggml is held to nothing: its headers declare functions no build defines
     assert expected == {
         "llama": {"llama_backend_init"},
-        "ggml": {"ggml_init"},
         "llama_mtp": {"llama_mtp_step", "llama_mtp_not_a_function"},
     }
     assert missing_functions(build, expected) == ["llama_mtp: llama_mtp_not_a_function"]

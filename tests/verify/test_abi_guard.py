@@ -111,11 +111,17 @@ def test_inserted_field_is_refused(tree_b11312: Path, tmp_path: Path) -> None:
     loaded with the unmodified committed bindings."""
     tree = tmp_path / "llama.cpp"
     shutil.copytree(tree_b11312, tree, symlinks=True)
+    # as a real upstream change would: the field in the header and in the default initializer
     llama_h = tree / "include" / "llama.h"
     anchor = "        uint32_t n_rs_seq;"
     text = llama_h.read_text()
     assert text.count(anchor) == 1
     llama_h.write_text(text.replace(anchor, "        uint64_t inserted_by_test;\n" + anchor, 1))
+    context_cpp = tree / "src" / "llama-context.cpp"
+    init = "        /*.n_rs_seq                    =*/ 0,"
+    code = context_cpp.read_text()
+    assert code.count(init) == 1
+    context_cpp.write_text(code.replace(init, "        /*.inserted_by_test = */ 0,\n" + init, 1))
     cache = tmp_path / "cache"
     cache.mkdir()
     shared_ccache = default_cache_dir() / "ccache"

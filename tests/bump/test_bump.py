@@ -1,0 +1,110 @@
+"""bump: nothing changes unless every gate passed; when they all pass, everything is recorded."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+import pytest
+import tomlkit
+
+from generator.build.cmake_driver import BuildError
+from generator.build.native import BuildResult
+from generator.bump.gates import PASSED, GateOutcome, PlatformRun
+from generator.bump.pipeline import BumpFailed, BumpHooks, BumpOptions, run_bump
+from generator.errors import SourceError
+from generator.paths import repo_root
+from tests.native.conftest import BuildFactory
+
+COPIED = ("generated", "native_wrapper", "releases.toml", "CHANGELOG.md")
+
+
+def fake_repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for name in COPIED:
+        src = repo_root() / name
+        if src.is_dir():
+            shutil.copytree(src, repo / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(src, repo / name)
+    return repo
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+
+
+def test_failing_gate_leaves_repo_byte_identical(tmp_path: Path, tree_b11312: Path) -> None:
+    repo = fake_repo(tmp_path)
+    before = snapshot(repo)
+    log = tmp_path / "build.log"
+    log.write_text("compiler said no\n")
+
+    def failing_build(tree: Path, platform: str) -> BuildResult:
+        raise BuildError(f"build {platform}: compile", log, "exit 1")
+
+    with pytest.raises(BumpFailed) as info:
+        run_bump(
+            BumpOptions("b11312", repo, platforms=("linux-x86_64",)),
+            BumpHooks(builder=failing_build),
+        )
+    message = str(info.value)
+    assert "linux-x86_64: build failed" in message and str(log) in message
+    assert snapshot(repo) == before
+
+
+def test_unknown_tag_changes_nothing(tmp_path: Path) -> None:
+    repo = fake_repo(tmp_path)
+    before = snapshot(repo)
+    with pytest.raises(SourceError, match="every provider failed"):
+        run_bump(BumpOptions("b999999999", repo, cache=tmp_path / "cache", github_base=None))
+    assert snapshot(repo) == before
+
+
+def test_missing_smoke_blocks_the_record(
+    tmp_path: Path, tree_b11312: Path, native_build: BuildFactory
+) -> None:
+    """Real build, symbols and layout gates; the smoke gate of this toolchain has not landed, and
+    a gate that did not pass keeps the pin where it was."""
+    repo = fake_repo(tmp_path)
+    before = snapshot(repo)
+    with pytest.raises(BumpFailed, match="smoke not-run"):
+        run_bump(
+            BumpOptions("b11312", repo, platforms=("linux-x86_64",)),
+            BumpHooks(builder=native_build),
+        )
+    assert snapshot(repo) == before
+
+
+def test_all_gates_passing_records_everything(
+    tmp_path: Path, tree_b11312: Path, native_build: BuildFactory
+) -> None:
+    repo = fake_repo(tmp_path)
+    shutil.rmtree(repo / "generated" / "llama_bindings")  # as before the first pin
+
+    def smoke_passes(run: PlatformRun) -> GateOutcome:
+        return GateOutcome("smoke", PASSED, "stand-in for the MTP smoke in this test")
+
+    report = run_bump(
+        BumpOptions("b11312", repo, platforms=("linux-x86_64",)),
+        BumpHooks(builder=native_build, smoke=smoke_passes),
+    )
+    assert report.recorded
+    gates = {o.gate: o.status for o in report.outcomes["linux-x86_64"]}
+    assert gates == {"build": PASSED, "symbols": PASSED, "layout": PASSED, "smoke": PASSED}
+    doc = tomlkit.parse((repo / "releases.toml").read_text()).unwrap()
+    assert doc["pinned"] == "b11312"
+    entry = next(e for e in doc["release"] if e["ref"] == "b11312")
+    assert entry["gates"]["linux-x86_64"] == gates
+    assert (repo / entry["notes"]).read_text().startswith("First pin")
+    changelog = (repo / "CHANGELOG.md").read_text()
+    assert changelog.index("## llama.cpp b11312 pinned") < changelog.index("## Unreleased")
+    assert (repo / "generated" / "llama_bindings" / "abi_manifest.json").is_file()
+    # the committed bindings are exactly what this bump writes
+    assert snapshot(repo / "generated") == snapshot(repo_root() / "generated")
