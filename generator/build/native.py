@@ -130,7 +130,7 @@ def _write_toolchain(tree: TreeInfo, plat: Platform, folder: Path) -> tuple[Path
 def abi_identity_source(tree: TreeInfo) -> str:
     """C source of the ABI identity library for ``tree``: generated from its headers (and the
     wrapper header when the tree has the MTP API, as the bindings are)."""
-    from generator.parse import HOST_TARGET, ParseOptions, parse_interface, tree_source
+    from generator.parse.frontend import HOST_TARGET, ParseOptions, parse_interface, tree_source
     from generator.verify.layout_probe import render_abi_identity
 
     wrapper = repo_root() / "native_wrapper" / "llama_mtp.h"
