@@ -35,6 +35,7 @@ PACKAGES: tuple[str, ...] = (
     "media-types",
     "python3-cffi",
     "python3-cffi-backend",
+    "python3-ply",
     "python3-pycparser",
     "python3.11-minimal",
     "zlib1g",
