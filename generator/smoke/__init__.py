@@ -197,6 +197,9 @@ def check_results(
                 )
             )
             continue
+        if "mtp_unexpected_error" in entry:
+            checks.append(Check(f"{name}: MTP runs", False, entry["mtp_unexpected_error"]))
+            continue
         mtp = entry["mtp"]
         rows.append(_row(name, "draft-mtp", mtp))
         same = mtp["tokens"] == plain["tokens"]

@@ -74,7 +74,10 @@ def main(argv: list[str]) -> int:
             if entry.get("expect_unsupported"):
                 result["mtp_error"] = _unsupported(runtime, libs, entry["path"])
             else:
-                result["mtp"] = _generate(runtime, libs, entry["path"], prompt, plan, True)
+                try:
+                    result["mtp"] = _generate(runtime, libs, entry["path"], prompt, plan, True)
+                except runtime.LlamaUnsupportedError as exc:
+                    result["mtp_unexpected_error"] = exc.reason
             models.append(result)
         out["models"] = models
         out["ok"] = True

@@ -66,6 +66,10 @@ def test_checks_catch_each_failure() -> None:
     untyped = copy.deepcopy(GOOD)
     untyped["models"][2]["mtp_error"] = {"error_type": "RuntimeError", "reason": "x"}
     assert _failed(untyped) == ["plain: MTP asked for raises LlamaUnsupportedError"]
+    refused = copy.deepcopy(GOOD)
+    del refused["models"][0]["mtp"]
+    refused["models"][0]["mtp_unexpected_error"] = "the model has no NextN (MTP) layers"
+    assert _failed(refused) == ["agree: MTP runs"]
 
 
 @pytest.mark.slow
