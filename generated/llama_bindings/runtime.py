@@ -372,7 +372,11 @@ class Context:
         self._abort_callback: Any = self.ffi.callback("bool(void *)", self._should_abort)
         self.llama.llama_set_abort_callback(ctx, self._abort_callback, self.ffi.NULL)
         if self._mtp_lib is not None:
-            self._create_mtp(self._mtp_lib)
+            try:
+                self._create_mtp(self._mtp_lib)
+            except BaseException:
+                self.close()
+                raise
 
     def _check_mtp_supported(self, model: Model, n_seq_max: int) -> _MtpWrapper:
         wrapper = _mtp_wrapper(model.libs)
