@@ -101,3 +101,20 @@ def test_windows_smoke_says_why_it_is_skipped(tmp_path: Path) -> None:
     report = run_smoke("windows-x86_64", tmp_path, BINDINGS_PARENT, tmp_path)
     assert report.status == "skipped" and report.reason == reason
     assert "skipped (wine" in report.table()
+
+
+@pytest.mark.slow
+@pytest.mark.needs_tree
+def test_cli_verb(
+    host_build: BuildResult, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from generator.cli import main
+
+    out = tmp_path / "reports.json"
+    args = ["smoke", "--lib-dir", str(host_build.lib_dir), "--max-tokens", "12", "--json", str(out)]
+    assert main(args) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-1] == "smoke: linux-x86_64 passed"
+    assert '"status": "passed"' in out.read_text(encoding="utf-8")
+    no_model = tmp_path / "missing.gguf"
+    assert main([*args, "--model", str(no_model)]) == 2
