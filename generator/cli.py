@@ -20,6 +20,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "generator.commands.make_test_model",
     "generator.commands.matrix",
     "generator.commands.release",
+    "generator.commands.smoke",
 )
 
 

@@ -47,6 +47,7 @@ FILES: tuple[tuple[str, str], ...] = (
     ("loader.py", "bindings/loader.py.j2"),
     ("py.typed", "bindings/py.typed.j2"),
     ("README.md", "bindings/README.md.j2"),
+    ("runtime.py", "bindings/runtime.py.j2"),
 )
 
 
@@ -66,6 +67,13 @@ def _deprecation(message: str | None) -> str:
     if message is None:
         return ""
     return f"Deprecated: {message}." if message else "Deprecated."
+
+
+def has_mtp_api(api: Interface) -> bool:
+    """Whether llama.h has what the runtime's MTP path sets (load_mtp, n_rs_seq, NextN count)."""
+    fields = {(r.name, f.name) for r in api.records for f in r.fields}
+    needed = {("llama_model_params", "load_mtp"), ("llama_context_params", "n_rs_seq")}
+    return needed <= fields and any(f.name == "llama_model_n_layer_nextn" for f in api.functions)
 
 
 def build_context(api: Interface) -> tuple[dict[str, Any], Cdef]:
@@ -119,6 +127,7 @@ def build_context(api: Interface) -> tuple[dict[str, Any], Cdef]:
         "commit": api.source.commit,
         "digest": api.source.digest,
         "has_wrapper": any(f.library == "llama_mtp" for f in api.functions),
+        "runtime_mtp": has_mtp_api(api),
         "lib_dir_env": LIB_DIR_ENV,
         "skip_env": SKIP_ABI_CHECK_ENV,
         "cdef": cdef,

@@ -1,0 +1,122 @@
+"""``llama-bindgen smoke``: greedy generation with and without MTP through the generated runtime."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from generator.build.platforms import PLATFORMS
+from generator.emit import PACKAGE_NAME
+from generator.errors import BindgenError, UsageError
+from generator.paths import repo_root
+
+
+class SmokeFailedError(BindgenError):
+    """A smoke check failed."""
+
+
+def register(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "smoke",
+        help="generate with and without MTP on test models (or a real MTP GGUF) and compare",
+        description=(
+            "Run greedy generation with and without MTP speculative decoding through the "
+            f"generated {PACKAGE_NAME}.runtime on the platform's own Python (natively, "
+            "linux-aarch64 under qemu with Debian's arm64 Python, windows-x86_64 under wine when "
+            "installed, else reported skipped). Checks identical output, drafted > 0, "
+            "accepted > 0, 0 < acceptance < 1 on the partial test model and the typed error for "
+            "a model without NextN layers; prints a table of the metrics. Libraries come from "
+            "--lib-dir or from `llama-bindgen build` (reused when up to date)."
+        ),
+    )
+    parser.add_argument(
+        "--platform", action="append", choices=sorted(PLATFORMS), default=None,
+        help="platform to smoke-test (repeatable; default linux-x86_64)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--tree",
+        type=Path,
+        default=None,
+        help="llama.cpp tree to build (default: fetch the bindings' commit)",
+    )
+    parser.add_argument(
+        "--lib-dir",
+        type=Path,
+        default=None,
+        help="use these libraries instead of building (one platform only)",
+    )
+    parser.add_argument(
+        "--bindings",
+        type=Path,
+        default=None,
+        help=f"folder containing {PACKAGE_NAME}/ (default: <repo>/generated)",
+    )
+    parser.add_argument(
+        "--model",
+        type=Path,
+        default=None,
+        help="a real MTP GGUF to compare on instead of the test models",
+    )
+    parser.add_argument("--max-tokens", type=int, default=48, help="tokens per generation (48)")
+    parser.add_argument("--draft-max", type=int, default=3, help="draft_token_max (3)")
+    parser.add_argument("--json", type=Path, default=None, help="also write the reports here")
+    parser.set_defaults(func=run)
+
+
+def _bindings_commit(bindings_parent: Path) -> str:
+    manifest = bindings_parent / PACKAGE_NAME / "abi_manifest.json"
+    if not manifest.is_file():
+        raise UsageError(f"{manifest} not found: run `llama-bindgen generate` first")
+    commit: str = json.loads(manifest.read_text(encoding="utf-8"))["commit"]
+    return commit
+
+
+def run(args: argparse.Namespace) -> int:
+    from generator.build.native import build_native
+    from generator.smoke import SmokeReport, run_smoke, skip_reason
+
+    platforms: list[str] = args.platform or ["linux-x86_64"]
+    if args.lib_dir is not None and len(platforms) != 1:
+        raise UsageError("--lib-dir takes one --platform")
+    if args.model is not None and not args.model.is_file():
+        raise UsageError(f"model {args.model} not found")
+    bindings_parent: Path = (args.bindings or repo_root() / "generated").resolve()
+    tree: Path | None = args.tree
+    if args.lib_dir is None and tree is None:
+        from generator.sources.fetch import fetch_tree
+
+        tree = fetch_tree(_bindings_commit(bindings_parent), github_base=None).tree
+    reports = []
+    with tempfile.TemporaryDirectory(prefix="llama-bindgen-smoke-") as tmp:
+        for platform in platforms:
+            reason = skip_reason(platform)
+            if reason is not None:
+                report = SmokeReport(platform, "skipped", reason)
+                print(report.table())
+                reports.append(report)
+                continue
+            if args.lib_dir is not None:
+                lib_dir: Path = args.lib_dir
+            else:
+                assert tree is not None
+                lib_dir = build_native(tree, platform).lib_dir
+            report = run_smoke(
+                platform, lib_dir, bindings_parent, Path(tmp) / platform,
+                model=args.model, max_tokens=args.max_tokens, draft_token_max=args.draft_max,
+            )  # fmt: skip
+            print(report.table())
+            reports.append(report)
+    if args.json is not None:
+        args.json.write_text(
+            json.dumps([r.to_json() for r in reports], indent=2, sort_keys=True) + "\n",
+            encoding="utf-8",
+        )
+    failed = [r.platform for r in reports if r.status == "failed"]
+    summary = ", ".join(f"{r.platform} {r.status}" for r in reports)
+    print(f"smoke: {summary}")
+    if failed:
+        raise SmokeFailedError(f"smoke failed on {', '.join(failed)}")
+    return 0

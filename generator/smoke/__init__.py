@@ -1,0 +1,270 @@
+"""The MTP smoke test: greedy generation with and without MTP through the generated runtime.
+
+:func:`run_smoke` writes the tiny test models (``agree``, ``partial``, ``plain``; or takes a real
+MTP GGUF), runs ``driver.py`` under the target platform's Python (natively, under qemu-aarch64, or
+reports the platform skipped when it cannot run here) and checks its JSON results on the host:
+
+* MTP output equals plain greedy output token for token, and was streamed in order,
+* drafted > 0 and accepted > 0 with MTP,
+* on ``partial``: 0 < acceptance < 1,
+* on ``plain`` with MTP asked for: ``LlamaUnsupportedError``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from generator.smoke.aarch64_python import ensure_aarch64_python
+
+DRIVER = Path(__file__).resolve().with_name("driver.py")
+WINE = "/usr/lib/wine/wine64"
+TEST_PROMPT = tuple(range(10, 20))
+REAL_MODEL_PROMPT = "The capital of France is Paris. The capital of Germany is"
+DEFAULT_MAX_TOKENS = 48
+DRIVER_TIMEOUT_S = 1800
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class MetricsRow:
+    model: str
+    mode: str
+    generated: int
+    drafted: int
+    accepted: int
+    acceptance: float
+    steps: int
+    tokens_per_second: float
+
+
+@dataclass
+class SmokeReport:
+    platform: str
+    status: str  # passed, failed or skipped
+    reason: str = ""
+    runner: str = ""
+    checks: list[Check] = field(default_factory=list)
+    rows: list[MetricsRow] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "passed"
+
+    def table(self) -> str:
+        """Metrics and checks as plain-text tables."""
+        lines = [
+            f"smoke {self.platform}: {self.status}" + (f" ({self.reason})" if self.reason else "")
+        ]
+        if self.runner:
+            lines.append(f"  ran {self.runner}")
+        if self.rows:
+            head = ("model", "mtp", "tokens", "drafted", "accepted", "acceptance", "steps", "tok/s")
+            body = [
+                (r.model, r.mode, str(r.generated), str(r.drafted), str(r.accepted),
+                 f"{r.acceptance:.3f}", str(r.steps), f"{r.tokens_per_second:.1f}")
+                for r in self.rows
+            ]  # fmt: skip
+            widths = [max(len(row[i]) for row in (head, *body)) for i in range(len(head))]
+            for row in (head, *body):
+                cells = "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True))
+                lines.append(("  " + cells).rstrip())
+        for check in self.checks:
+            mark = "ok  " if check.ok else "FAIL"
+            lines.append(f"  {mark} {check.name}" + (f": {check.detail}" if check.detail else ""))
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "platform": self.platform,
+            "status": self.status,
+            "reason": self.reason,
+            "runner": self.runner,
+            "checks": [vars(c) for c in self.checks],
+            "rows": [vars(r) for r in self.rows],
+        }
+
+
+def _progress(platform: str, message: str) -> None:
+    print(f"smoke {platform}: {message}", file=sys.stderr, flush=True)
+
+
+def skip_reason(platform: str) -> str | None:
+    """Why the smoke test cannot run on ``platform`` here (None: it can)."""
+    if platform in ("linux-x86_64", "linux-aarch64"):
+        return None
+    if platform == "windows-x86_64":
+        if shutil.which(WINE) is None and shutil.which("wine") is None:
+            return "wine not installed"
+        return "wine is installed, but no Windows Python for the driver is set up"
+    return f"no way to run {platform} programs here"
+
+
+def _runner(platform: str) -> tuple[list[str] | None, str]:
+    """Command prefix that runs a Python script on ``platform`` here, or None and why not."""
+    reason = skip_reason(platform)
+    if reason is not None:
+        return None, reason
+    if platform == "linux-aarch64":
+        return ensure_aarch64_python().command(), "under qemu-aarch64 (Debian arm64 python3.11)"
+    return [sys.executable], "natively"
+
+
+def _models(work: Path, model: Path | None) -> list[dict[str, Any]]:
+    if model is not None:
+        return [
+            {"name": model.name, "path": str(model.resolve()), "prompt": REAL_MODEL_PROMPT,
+             "expect_unsupported": False}
+        ]  # fmt: skip
+    from generator.testmodel import write_test_model
+
+    folder = work / "models"
+    entries = []
+    for kind in ("agree", "partial", "plain"):
+        path = write_test_model(folder / f"{kind}.gguf", kind, seed=0)
+        entries.append(
+            {"name": kind, "path": str(path), "prompt": list(TEST_PROMPT),
+             "expect_unsupported": kind == "plain"}
+        )  # fmt: skip
+    return entries
+
+
+def run_driver(
+    command: list[str], plan: dict[str, Any], bindings_parent: Path, work: Path
+) -> tuple[dict[str, Any] | None, str]:
+    """Run driver.py with ``plan``; (parsed last stdout line or None, diagnostic text)."""
+    plan_path = work / "plan.json"
+    plan_path.write_text(json.dumps(plan, indent=2, sort_keys=True), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k not in ("LLAMA_BINDGEN_LIB_DIR", "PYTHONHOME")}
+    env["PYTHONPATH"] = str(bindings_parent.resolve())
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    proc = subprocess.run(
+        [*command, str(DRIVER), str(plan_path)],
+        capture_output=True, text=True, env=env, timeout=DRIVER_TIMEOUT_S, check=False,
+    )  # fmt: skip
+    (work / "driver-stderr.log").write_text(proc.stderr, encoding="utf-8")
+    lines = proc.stdout.strip().splitlines()
+    diagnostic = f"exit {proc.returncode}; stderr tail:\n{proc.stderr[-2000:]}"
+    if not lines:
+        return None, diagnostic
+    try:
+        data: dict[str, Any] = json.loads(lines[-1])
+    except json.JSONDecodeError:
+        return None, diagnostic + f"\nstdout tail:\n{proc.stdout[-1000:]}"
+    return data, diagnostic
+
+
+def _row(name: str, mode: str, run: dict[str, Any]) -> MetricsRow:
+    m = run["metrics"]
+    return MetricsRow(
+        name, mode, int(m["generated_tokens"]), int(m["drafted_tokens"]),
+        int(m["accepted_tokens"]), float(m["acceptance_rate"]), int(m["steps"]),
+        float(m["tokens_per_second"]),
+    )  # fmt: skip
+
+
+def check_results(
+    data: dict[str, Any], *, strict_partial: bool
+) -> tuple[list[Check], list[MetricsRow]]:
+    """The smoke checks over the driver's results (``strict_partial``: the test models)."""
+    checks: list[Check] = []
+    rows: list[MetricsRow] = []
+    checks.append(Check("MTP wrapper loaded", bool(data.get("wrapper"))))
+    for entry in data.get("models", []):
+        name = entry["name"]
+        plain = entry["plain"]
+        rows.append(_row(name, "off", plain))
+        checks.append(Check(f"{name}: plain generation produced tokens", len(plain["tokens"]) > 0))
+        if "mtp_error" in entry:
+            err = entry["mtp_error"]
+            checks.append(
+                Check(
+                    f"{name}: MTP asked for raises LlamaUnsupportedError",
+                    err["error_type"] == "LlamaUnsupportedError",
+                    f"{err['error_type']}: {err['reason']}",
+                )
+            )
+            continue
+        if "mtp_unexpected_error" in entry:
+            checks.append(Check(f"{name}: MTP runs", False, entry["mtp_unexpected_error"]))
+            continue
+        mtp = entry["mtp"]
+        rows.append(_row(name, "draft-mtp", mtp))
+        same = mtp["tokens"] == plain["tokens"]
+        detail = "" if same else f"plain {plain['tokens'][:16]} vs mtp {mtp['tokens'][:16]}"
+        checks.append(Check(f"{name}: MTP output identical to plain greedy", same, detail))
+        checks.append(
+            Check(
+                f"{name}: tokens streamed in order",
+                bool(mtp["streamed_in_order"] and plain["streamed_in_order"]),
+            )
+        )
+        metrics = mtp["metrics"]
+        checks.append(
+            Check(
+                f"{name}: drafted > 0",
+                metrics["drafted_tokens"] > 0,
+                str(metrics["drafted_tokens"]),
+            )
+        )
+        checks.append(
+            Check(
+                f"{name}: accepted > 0",
+                metrics["accepted_tokens"] > 0,
+                str(metrics["accepted_tokens"]),
+            )
+        )
+        if strict_partial and name == "partial":
+            rate = float(metrics["acceptance_rate"])
+            checks.append(Check(f"{name}: 0 < acceptance < 1", 0.0 < rate < 1.0, f"{rate:.3f}"))
+    return checks, rows
+
+
+def run_smoke(
+    platform: str,
+    lib_dir: Path,
+    bindings_parent: Path,
+    work: Path,
+    *,
+    model: Path | None = None,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+    draft_token_max: int = 3,
+) -> SmokeReport:
+    """Smoke-test the bindings in ``bindings_parent/llama_bindings`` with the libraries in
+    ``lib_dir`` on ``platform``; ``model``: a real MTP GGUF instead of the test models."""
+    work.mkdir(parents=True, exist_ok=True)
+    command, runner = _runner(platform)
+    if command is None:
+        return SmokeReport(platform, "skipped", runner)
+    plan = {
+        "lib_dir": str(lib_dir.resolve()),
+        "max_tokens": max_tokens,
+        "n_ctx": 512,
+        "draft_token_max": draft_token_max,
+        "models": _models(work, model),
+    }
+    _progress(platform, f"running the driver {runner}")
+    data, diagnostic = run_driver(command, plan, bindings_parent, work)
+    if data is None:
+        return SmokeReport(
+            platform, "failed", f"the driver printed no result ({diagnostic})", runner
+        )
+    if not data.get("ok"):
+        return SmokeReport(
+            platform, "failed", f"the driver failed:\n{data.get('error', '')}", runner
+        )
+    checks, rows = check_results(data, strict_partial=model is None)
+    status = "passed" if all(c.ok for c in checks) else "failed"
+    return SmokeReport(platform, status, "", f"{runner} on {data.get('machine')}", checks, rows)

@@ -1,0 +1,93 @@
+"""Smoke driver: runs under the TARGET platform's Python (natively, under qemu or wine).
+
+Uses the standard library, cffi and the generated ``llama_bindings`` package only (no numpy, no
+``generator`` imports). Reads a JSON plan (argument 1), generates greedily with and without MTP on
+each model of the plan, and prints one JSON line with the results as the last line of stdout.
+
+Plan: ``{"lib_dir": str, "max_tokens": int, "n_ctx": int, "draft_token_max": int,
+"models": [{"name": str, "path": str, "prompt": [int] | str, "expect_unsupported": bool}]}``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import platform
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+
+def _generate(
+    runtime: Any, libs: Any, path: str, prompt: Any, plan: dict[str, Any], mtp: bool
+) -> dict[str, Any]:
+    spec = runtime.SpeculativeDecoding(
+        runtime.SpeculativeMode.DRAFT_MTP if mtp else runtime.SpeculativeMode.NONE,
+        draft_token_max=int(plan["draft_token_max"]),
+    )
+    with runtime.Model(path, load_mtp=mtp, libs=libs) as model:
+        with runtime.Context(model, n_ctx=int(plan["n_ctx"]), speculative=spec) as ctx:
+            streamed: list[int] = []
+            result = ctx.generate(
+                prompt,
+                max_tokens=int(plan["max_tokens"]),
+                on_token=lambda token, _piece: streamed.append(token),
+            )
+    return {
+        "tokens": list(result.tokens),
+        "streamed_in_order": streamed == list(result.tokens),
+        "finish_reason": str(result.finish_reason.value),
+        "metrics": result.metrics.as_dict(),
+    }
+
+
+def _unsupported(runtime: Any, libs: Any, path: str) -> dict[str, Any]:
+    spec = runtime.SpeculativeDecoding(runtime.SpeculativeMode.DRAFT_MTP)
+    try:
+        with runtime.Model(path, load_mtp=True, libs=libs) as model:
+            with runtime.Context(model, n_ctx=256, speculative=spec):
+                pass
+    except runtime.LlamaUnsupportedError as exc:
+        return {"error_type": type(exc).__name__, "reason": exc.reason}
+    except Exception as exc:  # reported, and the host fails the check
+        return {"error_type": type(exc).__name__, "reason": str(exc)}
+    return {"error_type": None, "reason": ""}
+
+
+def main(argv: list[str]) -> int:
+    plan = json.loads(Path(argv[1]).read_text(encoding="utf-8"))
+    out: dict[str, Any] = {"machine": platform.machine(), "python": platform.python_version()}
+    try:
+        # on PYTHONPATH at run time (the host passes the folder holding the package)
+        llama_bindings: Any = importlib.import_module("llama_bindings")
+        runtime: Any = importlib.import_module("llama_bindings.runtime")
+
+        libs = llama_bindings.load(plan["lib_dir"])
+        out["llama_cpp_tag"] = runtime.LLAMA_CPP_TAG
+        out["wrapper"] = libs.llama_mtp is not None
+        models: list[dict[str, Any]] = []
+        for entry in plan["models"]:
+            result: dict[str, Any] = {"name": entry["name"]}
+            prompt = entry["prompt"]
+            result["plain"] = _generate(runtime, libs, entry["path"], prompt, plan, False)
+            if entry.get("expect_unsupported"):
+                result["mtp_error"] = _unsupported(runtime, libs, entry["path"])
+            else:
+                try:
+                    result["mtp"] = _generate(runtime, libs, entry["path"], prompt, plan, True)
+                except runtime.LlamaUnsupportedError as exc:
+                    result["mtp_unexpected_error"] = exc.reason
+            models.append(result)
+        out["models"] = models
+        out["ok"] = True
+    except Exception:
+        out["ok"] = False
+        out["error"] = traceback.format_exc()
+    sys.stdout.flush()
+    print(json.dumps(out, sort_keys=True))
+    return 0 if out["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

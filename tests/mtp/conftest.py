@@ -1,0 +1,69 @@
+"""Fixtures for the runtime and smoke tests: one host build, the committed bindings, test models.
+
+The runtime is imported in-process from ``generated/`` (the committed package, kept current by
+tests/gen/test_emit.py) with the libraries of one session-scoped build (reused when up to date).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from generator.build.native import BuildResult, build_native
+from generator.errors import BindgenError
+from generator.paths import repo_root
+
+BINDINGS_PARENT = repo_root() / "generated"
+
+
+def build_or_fail(tree: Path, platform: str) -> BuildResult:
+    try:
+        return build_native(tree, platform)
+    except BindgenError as exc:
+        pytest.fail(f"native build of {platform} failed: {exc}")
+
+
+@pytest.fixture(scope="session")
+def host_build(tree_b11312: Path) -> BuildResult:
+    return build_or_fail(tree_b11312, "linux-x86_64")
+
+
+@pytest.fixture(scope="session")
+def runtime(host_build: BuildResult) -> Any:
+    """The generated ``llama_bindings.runtime`` module."""
+    if str(BINDINGS_PARENT) not in sys.path:
+        sys.path.insert(0, str(BINDINGS_PARENT))
+    module = importlib.import_module("llama_bindings.runtime")
+    assert Path(module.__file__).resolve().parent.parent == BINDINGS_PARENT.resolve()
+    return module
+
+
+@pytest.fixture(scope="session")
+def libs(runtime: Any, host_build: BuildResult) -> Any:
+    return importlib.import_module("llama_bindings").load(host_build.lib_dir)
+
+
+@pytest.fixture(scope="session")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    from generator.testmodel import KINDS, write_test_model
+
+    folder = tmp_path_factory.mktemp("mtp-models")
+    return {kind: write_test_model(folder / f"{kind}.gguf", kind, seed=0) for kind in KINDS}
+
+
+def mtp_spec(runtime: Any, **options: Any) -> Any:
+    return runtime.SpeculativeDecoding(runtime.SpeculativeMode.DRAFT_MTP, **options)
+
+
+def generate(
+    runtime: Any, libs: Any, model: Path, *, mtp: bool, prompt: Any = (10, 11, 12), **kwargs: Any
+) -> Any:
+    """One generation on a fresh model and context."""
+    spec = mtp_spec(runtime) if mtp else runtime.SpeculativeDecoding()
+    with runtime.Model(model, load_mtp=mtp, libs=libs) as loaded:
+        with runtime.Context(loaded, n_ctx=256, speculative=spec) as ctx:
+            return ctx.generate(list(prompt), **kwargs)

@@ -1,0 +1,139 @@
+"""Each unsupported combination raises LlamaUnsupportedError with its reason."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from generator.build.native import BuildResult
+from generator.build.tree import read_tree
+from generator.emit import emit_package
+from generator.parse.frontend import ParseOptions, parse_interface, tree_source
+from tests.mtp.conftest import build_or_fail, mtp_spec
+
+pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]
+
+
+def test_model_without_nextn_layers(runtime: Any, libs: Any, models: dict[str, Path]) -> None:
+    with runtime.Model(models["plain"], load_mtp=True, libs=libs) as model:
+        assert model.n_nextn_layers == 0
+        with pytest.raises(runtime.LlamaUnsupportedError, match="no NextN"):
+            runtime.Context(model, speculative=mtp_spec(runtime))
+
+
+def test_model_loaded_without_mtp_layers(runtime: Any, libs: Any, models: dict[str, Path]) -> None:
+    with runtime.Model(models["agree"], libs=libs) as model:
+        assert model.n_nextn_layers == 1
+        with pytest.raises(runtime.LlamaUnsupportedError, match="load_mtp=True"):
+            runtime.Context(model, speculative=mtp_spec(runtime))
+
+
+def test_libraries_without_the_wrapper(
+    runtime: Any, host_build: BuildResult, models: dict[str, Path], tmp_path: Path
+) -> None:
+    lib_dir = tmp_path / "lib"
+    lib_dir.mkdir()
+    for path in host_build.lib_dir.iterdir():
+        if "llama_mtp" not in path.name:
+            shutil.copy2(path, lib_dir / path.name, follow_symlinks=False)
+    without = importlib.import_module("llama_bindings").load(lib_dir)
+    assert without.llama_mtp is None
+    with runtime.Model(models["agree"], load_mtp=True, libs=without) as model:
+        with pytest.raises(runtime.LlamaUnsupportedError, match="no llama_mtp wrapper"):
+            runtime.Context(model, speculative=mtp_spec(runtime))
+        # speculation off still works with these libraries
+        with runtime.Context(model, n_ctx=128) as ctx:
+            assert len(ctx.generate([3, 4], max_tokens=4).tokens) == 4
+
+
+def test_pre_mtp_release_63d93d1(
+    tree_63d93d1: Path, models: dict[str, Path], tmp_path: Path
+) -> None:
+    """Bindings and libraries of a release without the MTP API: asking for MTP raises the typed
+    error (in a child process: these are other bindings)."""
+    build = build_or_fail(tree_63d93d1, "linux-x86_64")
+    assert not build.mtp.supported
+    # as `llama-bindgen build` does: the wrapper header only for trees with the MTP API
+    assert read_tree(tree_63d93d1).mtp_api_missing_reason is not None
+    options = ParseOptions(tree_63d93d1, wrapper_header=None)
+    package = emit_package(parse_interface(options, tree_source(tree_63d93d1)), tmp_path)
+    code = textwrap.dedent(
+        f"""
+        import json
+        import llama_bindings
+        from llama_bindings import runtime
+        libs = llama_bindings.load({str(build.lib_dir)!r})
+        out = {{"mtp_api": runtime.MTP_API, "wrapper": libs.llama_mtp is not None}}
+        try:  # refused before the file is read (63d93d1 cannot read the test vocabulary)
+            runtime.Model({str(models["agree"])!r}, load_mtp=True, libs=libs)
+        except runtime.LlamaUnsupportedError as exc:
+            out["error"] = exc.reason
+        print(json.dumps(out))
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=package.package_dir.parent,
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["mtp_api"] is False and out["wrapper"] is False
+    assert "no MTP API" in out["error"]
+
+
+@pytest.fixture
+def mtp_context(runtime: Any, libs: Any, models: dict[str, Path]) -> Any:
+    with runtime.Model(models["agree"], load_mtp=True, libs=libs) as model:
+        with runtime.Context(model, n_ctx=128, speculative=mtp_spec(runtime)) as ctx:
+            yield ctx
+
+
+def test_grammar_with_mtp(runtime: Any, mtp_context: Any) -> None:
+    with pytest.raises(runtime.LlamaUnsupportedError, match="grammar"):
+        mtp_context.generate([3, 4], grammar='root ::= "a"')
+
+
+def test_more_than_one_sequence(runtime: Any, libs: Any, models: dict[str, Path]) -> None:
+    with runtime.Model(models["agree"], load_mtp=True, libs=libs) as model:
+        with pytest.raises(runtime.LlamaUnsupportedError, match="one sequence"):
+            runtime.Context(model, n_seq_max=2, speculative=mtp_spec(runtime))
+        with runtime.Context(model, n_ctx=128, n_seq_max=2) as ctx:  # fine without MTP
+            assert len(ctx.generate([3, 4], max_tokens=2).tokens) == 2
+
+
+def test_state_save_and_load_with_mtp(runtime: Any, mtp_context: Any) -> None:
+    with pytest.raises(runtime.LlamaUnsupportedError, match="saving the state"):
+        mtp_context.save_state()
+    with pytest.raises(runtime.LlamaUnsupportedError, match="loading a state"):
+        mtp_context.load_state(b"\0" * 16, [1])
+
+
+def test_prompt_prefix_reuse_with_mtp(runtime: Any, mtp_context: Any) -> None:
+    with pytest.raises(runtime.LlamaUnsupportedError, match="prompt-prefix reuse"):
+        mtp_context.generate([3, 4], reuse_prefix=True)
+
+
+def test_plain_state_round_trip(runtime: Any, libs: Any, models: dict[str, Path]) -> None:
+    with runtime.Model(models["agree"], libs=libs) as model:
+        with runtime.Context(model, n_ctx=128) as ctx:
+            ctx.generate([3, 4, 5], max_tokens=3)
+            state = ctx.save_state()
+            assert len(state) > 0
+            ctx.load_state(state, [3, 4, 5])
+
+
+def test_speculative_options_are_validated(runtime: Any) -> None:
+    with pytest.raises(ValueError, match="draft_token_max"):
+        mtp_spec(runtime, draft_token_max=0)  # upstream reads 0 as unlimited
+    with pytest.raises(ValueError, match="draft_token_min"):
+        mtp_spec(runtime, draft_token_max=2, draft_token_min=3)
+    with pytest.raises(ValueError, match="p_min"):
+        mtp_spec(runtime, p_min=1.5)
