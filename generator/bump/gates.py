@@ -145,8 +145,15 @@ def _headers(build: BuildResult) -> list[str]:
     return ["llama.h", *(["llama_mtp.h"] if (build.include_dir / "llama_mtp.h").is_file() else [])]
 
 
-def smoke_not_available(run: PlatformRun) -> GateOutcome:
-    return GateOutcome("smoke", NOT_RUN, "the MTP smoke generation has not landed yet (issue 6)")
+def smoke_gate(run: PlatformRun) -> GateOutcome:
+    """Greedy generation with and without MTP on the test models (``generator.smoke``)."""
+    from generator.smoke import run_smoke
+
+    assert run.build is not None
+    report = run_smoke(run.platform, run.build.lib_dir, run.package_parent, run.logs / "smoke")
+    log = _write(run.logs / "smoke.log", report.table() + "\n")
+    status = {"passed": PASSED, "failed": FAILED}.get(report.status, NOT_RUN)
+    return GateOutcome("smoke", status, report.reason or report.status, log)
 
 
 def summarise(outcomes: dict[str, list[GateOutcome]]) -> str:

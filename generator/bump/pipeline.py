@@ -30,7 +30,7 @@ from generator.bump.gates import (
     SmokeGate,
     build_gate,
     layout_gate,
-    smoke_not_available,
+    smoke_gate,
     summarise,
     symbols_gate,
     to_json,
@@ -41,7 +41,7 @@ from generator.diff.report import render_json, render_markdown
 from generator.emit import PACKAGE_NAME, emit_package
 from generator.errors import BindgenError
 from generator.ir.interface import Interface
-from generator.parse.frontend import parse_interface, tree_source
+from generator.parse.frontend import default_wrapper_header, parse_interface, tree_source
 from generator.parse.options import ParseOptions
 from generator.paths import default_cache_dir, templates_dir
 from generator.releases import load_document
@@ -72,7 +72,7 @@ class BumpHooks:
     """The parts of a bump tests may replace (a failing build, a smoke that always passes)."""
 
     builder: Builder | None = None
-    smoke: SmokeGate = smoke_not_available
+    smoke: SmokeGate = smoke_gate
 
 
 @dataclass
@@ -90,26 +90,25 @@ def _stage(n: int, name: str, text: str) -> None:
 
 
 def _buildable(requested: tuple[str, ...]) -> tuple[list[str], dict[str, str]]:
+    """Platforms whose every gate can run here: toolchain installed and its programs runnable
+    (natively or under an emulator) for the smoke gate. Named platforms are taken as asked."""
     names = list(requested) if requested else sorted(PLATFORMS)
     chosen: list[str] = []
     skipped: dict[str, str] = {}
     for name in names:
-        missing = get_platform(name).missing_tools()
+        plat = get_platform(name)
+        missing = plat.missing_tools()
         if missing and requested:
             raise BumpFailed(f"{name}: missing tools {', '.join(missing)}")
         if missing:
             skipped[name] = f"missing tools: {', '.join(missing)}"
+        elif not requested and not plat.can_run_here():
+            skipped[name] = "its programs cannot run here, so its smoke gate cannot pass"
         else:
             chosen.append(name)
     host = host_platform_name()
     chosen.sort(key=lambda n: (n != host, n))  # the host first: its gates are the strictest
     return chosen, skipped
-
-
-def _wrapper_header(repo: Path, tree: Path) -> Path | None:
-    header = repo / "native_wrapper" / "llama_mtp.h"
-    llama_h = (tree / "include" / "llama.h").read_text(encoding="utf-8", errors="replace")
-    return header if header.is_file() and "LLAMA_CONTEXT_TYPE_MTP" in llama_h else None
 
 
 def _pinned_ir(repo: Path) -> Interface | None:
@@ -137,7 +136,7 @@ def run_bump(options: BumpOptions, hooks: BumpHooks | None = None) -> BumpReport
 
     _stage(2, "generate", f"bindings for {fetched.tag or fetched.commit[:12]}")
     api = parse_interface(
-        ParseOptions(tree=fetched.tree, wrapper_header=_wrapper_header(repo, fetched.tree)),
+        ParseOptions(tree=fetched.tree, wrapper_header=default_wrapper_header(repo, fetched.tree)),
         tree_source(fetched.tree),
         progress=True,
     )
@@ -229,7 +228,7 @@ def _record(
         for key, value in (
             ("ref", ref), ("tag", fetched.tag), ("commit", fetched.commit),
             ("digest", fetched.digest), ("digest_algorithm", "llama-bindgen-tree-v1"),
-            ("mtp", _wrapper_header(repo, fetched.tree) is not None),
+            ("mtp", default_wrapper_header(repo, fetched.tree) is not None),
         ):  # fmt: skip
             entry[key] = value
         doc.setdefault("release", tomlkit.aot()).append(entry)

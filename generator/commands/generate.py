@@ -60,7 +60,7 @@ def wrapper_header_for(args: argparse.Namespace) -> Path | None:
     if args.wrapper_header is not None:
         path: Path = args.wrapper_header.resolve()
         return path
-    return default_wrapper_header(repo_root())
+    return default_wrapper_header(repo_root(), args.tree.resolve())
 
 
 def run(args: argparse.Namespace) -> int:

@@ -111,9 +111,18 @@ def parse_interface(options: ParseOptions, source: Source, progress: bool = Fals
     )
 
 
-def default_wrapper_header(repo: Path) -> Path | None:
+def default_wrapper_header(repo: Path, tree: Path | None = None) -> Path | None:
+    """The repository's MTP wrapper header, when it exists and (given ``tree``) the tree has the
+    MTP API the wrapper needs: the same rule the native build uses, so the bindings and the
+    built ABI identity library describe the same declarations."""
     candidate = repo / "native_wrapper" / "llama_mtp.h"
-    return candidate if candidate.is_file() else None
+    if not candidate.is_file():
+        return None
+    if tree is not None:
+        llama_h = (tree / "include" / "llama.h").read_text(encoding="utf-8", errors="replace")
+        if "LLAMA_CONTEXT_TYPE_MTP" not in llama_h:
+            return None
+    return candidate
 
 
 def tree_source(

@@ -11,7 +11,7 @@ import tomlkit
 
 from generator.build.cmake_driver import BuildError
 from generator.build.native import BuildResult
-from generator.bump.gates import PASSED, GateOutcome, PlatformRun
+from generator.bump.gates import FAILED, PASSED, GateOutcome, PlatformRun
 from generator.bump.pipeline import BumpFailed, BumpHooks, BumpOptions, run_bump
 from generator.errors import SourceError
 from generator.paths import repo_root
@@ -67,17 +67,20 @@ def test_unknown_tag_changes_nothing(tmp_path: Path) -> None:
     assert snapshot(repo) == before
 
 
-def test_missing_smoke_blocks_the_record(
+def test_failing_smoke_blocks_the_record(
     tmp_path: Path, tree_b11312: Path, native_build: BuildFactory
 ) -> None:
-    """Real build, symbols and layout gates; the smoke gate of this toolchain has not landed, and
-    a gate that did not pass keeps the pin where it was."""
+    """Real build, symbols and layout gates pass; one failing gate keeps the pin where it was."""
     repo = fake_repo(tmp_path)
     before = snapshot(repo)
-    with pytest.raises(BumpFailed, match="smoke not-run"):
+
+    def smoke_fails(run: PlatformRun) -> GateOutcome:
+        return GateOutcome("smoke", FAILED, "outputs differ (stand-in)")
+
+    with pytest.raises(BumpFailed, match="linux-x86_64: smoke failed"):
         run_bump(
             BumpOptions("b11312", repo, platforms=("linux-x86_64",)),
-            BumpHooks(builder=native_build),
+            BumpHooks(builder=native_build, smoke=smoke_fails),
         )
     assert snapshot(repo) == before
 
@@ -88,12 +91,9 @@ def test_all_gates_passing_records_everything(
     repo = fake_repo(tmp_path)
     shutil.rmtree(repo / "generated" / "llama_bindings")  # as before the first pin
 
-    def smoke_passes(run: PlatformRun) -> GateOutcome:
-        return GateOutcome("smoke", PASSED, "stand-in for the MTP smoke in this test")
-
     report = run_bump(
         BumpOptions("b11312", repo, platforms=("linux-x86_64",)),
-        BumpHooks(builder=native_build, smoke=smoke_passes),
+        BumpHooks(builder=native_build),
     )
     assert report.recorded
     gates = {o.gate: o.status for o in report.outcomes["linux-x86_64"]}
