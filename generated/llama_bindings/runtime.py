@@ -48,6 +48,7 @@ LOGGER: Final = logging.getLogger(__name__)
 # llama_mtp_status values (llama_mtp.h)
 _MTP_OK: Final = 0
 _MTP_NO_NEXTN_LAYERS: Final = 3
+_MTP_NOT_LOADED: Final = 4
 # Wrapper functions the MTP path calls; libraries without any of them cannot run it.
 _MTP_FUNCTIONS: Final = (
     "llama_mtp_default_params",
@@ -404,10 +405,9 @@ class Context:
         params.n_min = self.speculative.draft_token_min
         params.p_min = self.speculative.p_min
         params.n_seq = 1
-        params.model_load_mtp = 1
         out = self.ffi.new("struct llama_mtp **")
         status = wrapper.llama_mtp_create(self._ctx, params, out)
-        if status == _MTP_NO_NEXTN_LAYERS:
+        if status in (_MTP_NO_NEXTN_LAYERS, _MTP_NOT_LOADED):
             raise LlamaUnsupportedError(self._mtp_error(wrapper))
         self._mtp_check(wrapper, status, "create")
         self._mtp = out[0]

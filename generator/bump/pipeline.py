@@ -112,8 +112,10 @@ def _buildable(requested: tuple[str, ...]) -> tuple[list[str], dict[str, str]]:
 
 
 def _pinned_ir(repo: Path) -> Interface | None:
+    """The IR of the current pin (releases.toml ``pinned``), or None before the first pin."""
     path = repo / "generated" / PACKAGE_NAME / "ir.json"
-    return Interface.load(path) if path.is_file() else None
+    pinned = load_document(repo / "releases.toml").get("pinned", "")
+    return Interface.load(path) if pinned and path.is_file() else None
 
 
 def run_bump(options: BumpOptions, hooks: BumpHooks | None = None) -> BumpReport:
