@@ -65,6 +65,16 @@ def build(session: nox.Session) -> None:
 
 
 @nox.session
+def smoke(session: nox.Session) -> None:
+    """MTP smoke generation: ``nox -s smoke -- [REF] [--platform P] [--model PATH]``."""
+    _install(session)
+    args = list(session.posargs)
+    if args and not args[0].startswith("-"):
+        args = ["--tree", _tree(session, args[0]), *args[1:]]
+    session.run("llama-bindgen", "smoke", *args)
+
+
+@nox.session
 def release(session: nox.Session) -> None:
     """Release artifacts of a recorded bump: ``nox -s release -- b11312 --out dist``."""
     _install(session)

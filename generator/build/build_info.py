@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from generator.hashing import file_sha256
 from generator.paths import repo_root
 
 BUILD_INFO_NAME = "build-info.json"
@@ -21,14 +22,6 @@ WRAPPER_SOURCES: tuple[str, ...] = (
     "native_wrapper/llama_mtp.h",
     "native_wrapper/llama_mtp.cpp",
 )
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        while chunk := fh.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def wrapper_sources_sha256() -> str:

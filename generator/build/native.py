@@ -30,7 +30,6 @@ from generator.build.build_info import (
     BUILD_INFO_FORMAT,
     BUILD_INFO_NAME,
     MtpSupport,
-    file_sha256,
     libraries_intact,
     read_build_info,
     wrapper_sources_sha256,
@@ -51,6 +50,7 @@ from generator.build.platforms import (
 )
 from generator.build.tree import TreeInfo, read_tree
 from generator.errors import UsageError
+from generator.hashing import file_sha256
 from generator.paths import default_cache_dir, repo_root, templates_dir
 
 ABI_LIBRARY = "llama_bindgen_abi"
@@ -272,7 +272,9 @@ def build_native(
             f"-DCMAKE_C_COMPILER_LAUNCHER={launcher}",
             f"-DCMAKE_CXX_COMPILER_LAUNCHER={launcher}",
         ]
-    env = build_environment(default_cache_dir(), [tree.root])
+    # ccache rewrites paths under the common parent of tree and build folder to relative ones,
+    # so a build in a new folder (or a copied tree at the same depth) still hits the cache
+    env = build_environment(default_cache_dir(), [tree.root, bdir])
 
     label = f"build {plat.name}"
     progress(f"{label}: llama.cpp {tree.tag} ({tree.commit12}) in {bdir}")

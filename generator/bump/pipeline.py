@@ -44,7 +44,7 @@ from generator.ir.interface import Interface
 from generator.parse.frontend import default_wrapper_header, parse_interface, tree_source
 from generator.parse.options import ParseOptions
 from generator.paths import default_cache_dir, templates_dir
-from generator.releases import load_document
+from generator.releases import load_document, load_releases
 from generator.sources.fetch import FetchResult, fetch_tree
 
 STAGES = ("fetch", "generate", "diff", "build", "verify", "record")
@@ -128,6 +128,7 @@ def run_bump(options: BumpOptions, hooks: BumpHooks | None = None) -> BumpReport
         mirror=options.mirror,
         source=options.source,
         github_base=options.github_base,
+        releases=load_releases(repo / "releases.toml"),
     )
     work = (options.cache or default_cache_dir()) / "bump" / fetched.commit[:12]
     if work.exists():

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from generator import __version__
-from generator.release.checksums import file_sha256
+from generator.hashing import file_sha256
 from generator.release.render import render
 
 ASSETS_NAME = "assets.json"

@@ -8,21 +8,13 @@ Runs on a bare CI runner (standard library only)::
 
 from __future__ import annotations
 
-import hashlib
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from generator.hashing import file_sha256
+
 SUMS_NAME = "SHA256SUMS"
-_CHUNK = 1 << 20
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        while chunk := fh.read(_CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def sums_text(root: Path, names: Iterable[str]) -> str:

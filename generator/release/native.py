@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from generator.release.checksums import file_sha256
+from generator.hashing import file_sha256
 from generator.release.errors import ReleaseRefusedError
 
 BUILD_INFO_NAME = "build-info.json"

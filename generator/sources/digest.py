@@ -19,6 +19,8 @@ import os
 import stat
 from pathlib import Path
 
+from generator.hashing import file_sha256
+
 DIGEST_ALGORITHM = "llama-bindgen-tree-v1"
 DIGEST_SCOPE: tuple[str, ...] = (
     "CMakeLists.txt",
@@ -32,15 +34,6 @@ DIGEST_SCOPE: tuple[str, ...] = (
     "tools",
     "vendor",
 )
-_CHUNK = 1 << 20
-
-
-def _file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        while chunk := fh.read(_CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _entry_line(root: Path, path: Path) -> str | None:
@@ -51,7 +44,7 @@ def _entry_line(root: Path, path: Path) -> str | None:
         return f"L - {hashlib.sha256(target.encode()).hexdigest()} {rel}"
     if stat.S_ISREG(st.st_mode):
         mode = "x" if st.st_mode & 0o111 else "-"
-        return f"F {mode} {_file_sha256(path)} {rel}"
+        return f"F {mode} {file_sha256(path)} {rel}"
     return None
 
 

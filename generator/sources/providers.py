@@ -6,7 +6,6 @@ the fetcher's job, so every provider is held to the same pin.
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Protocol
 
 from generator.errors import SourceError
+from generator.hashing import file_sha256
 from generator.releases import ResolvedRef, Sdist
 from generator.sources.download import download, make_session
 
@@ -88,14 +88,6 @@ class LocalProvider:
         raise SourceError(f"{self.path}: no such file or folder")
 
 
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        while chunk := fh.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 @dataclass(frozen=True)
 class SdistProvider:
     """A PyPI sdist that vendors the tree, fetched with pip (which honours the user's index and
@@ -116,7 +108,7 @@ class SdistProvider:
 
     def obtain(self, want: ResolvedRef, workdir: Path) -> Material:
         cached = self._cached()
-        if cached is not None and sha256_file(cached) != self.sdist.sha256:
+        if cached is not None and file_sha256(cached) != self.sdist.sha256:
             print(f"  cached {cached.name} has the wrong sha256; fetching again", file=sys.stderr)
             cached.unlink()
             cached = None
@@ -143,7 +135,7 @@ class SdistProvider:
             found = sorted(fetch_dir.glob("*.tar.gz"))
             if not found:
                 raise SourceError(f"pip download {self.sdist.requirement} produced no sdist")
-            got = sha256_file(found[0])
+            got = file_sha256(found[0])
             if got != self.sdist.sha256:
                 raise SourceError(
                     f"{found[0].name}: sha256 mismatch: expected {self.sdist.sha256}, got {got}"

@@ -16,6 +16,7 @@ from generator.bump.pipeline import BumpFailed, BumpHooks, BumpOptions, run_bump
 from generator.errors import SourceError
 from generator.paths import repo_root
 from tests.native.conftest import BuildFactory
+from tests.sources.http_server import Routes, serve
 
 COPIED = ("generated", "native_wrapper", "releases.toml", "CHANGELOG.md")
 
@@ -62,8 +63,25 @@ def test_failing_gate_leaves_repo_byte_identical(tmp_path: Path, tree_b11312: Pa
 def test_unknown_tag_changes_nothing(tmp_path: Path) -> None:
     repo = fake_repo(tmp_path)
     before = snapshot(repo)
-    with pytest.raises(SourceError, match="every provider failed"):
+    with pytest.raises(SourceError, match="no provider to try"):
         run_bump(BumpOptions("b999999999", repo, cache=tmp_path / "cache", github_base=None))
+    assert snapshot(repo) == before
+
+
+def test_no_provider_reachable_changes_nothing(tmp_path: Path) -> None:
+    repo = fake_repo(tmp_path)
+    with (repo / "releases.toml").open("a") as fh:
+        fh.write(
+            '\n[[release]]\nref = "b1"\ntag = "b1"\ncommit = "' + "1" * 40 + '"\n'
+            'digest = "sha256:00"\ndigest_algorithm = "llama-bindgen-tree-v1"\nmtp = true\n'
+        )
+    before = snapshot(repo)
+    with serve(Routes()) as github, serve(Routes()) as mirror:  # both answer 404
+        with pytest.raises(SourceError, match="every provider failed") as info:
+            run_bump(
+                BumpOptions("b1", repo, cache=tmp_path / "cache", github_base=github, mirror=mirror)
+            )
+    assert "GitHub archive" in str(info.value) and "mirror" in str(info.value)
     assert snapshot(repo) == before
 
 

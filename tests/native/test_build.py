@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from generator.build.build_info import file_sha256, wrapper_sources_sha256
+from generator.build.build_info import wrapper_sources_sha256
 from generator.build.cmake_driver import BuildError
 from generator.build.native import build_dir_for, build_native
 from generator.build.tree import read_tree
 from generator.commands import build as build_command
+from generator.hashing import file_sha256
 from generator.paths import default_cache_dir
 from tests.native.conftest import BuildFactory
 
