@@ -236,8 +236,13 @@ def _record(
             entry[key] = value
         doc.setdefault("release", tomlkit.aot()).append(entry)
         entries = [entry]
+    # re-recording the current pin (after a toolchain change) keeps its report and changelog entry
+    same_pin = doc.get("pinned") == ref and "notes" in entries[0]
     doc["pinned"] = ref
-    entries[0]["notes"] = report_rel
+    if not same_pin:
+        entries[0]["notes"] = report_rel
+    earlier = entries[0].get("gates", {})
+    diff_summary = str(earlier.get("diff_summary", "")) if same_pin else report.diff_summary
     record = GateRecord(
         platforms={
             p: PlatformGates(p, {o.gate: o.status for o in results})
@@ -245,7 +250,7 @@ def _record(
         },
         generator_version=__version__,
         providers=(fetched.provider,),
-        diff_summary=report.diff_summary,
+        diff_summary=diff_summary or report.diff_summary,
     )
     set_gate_record(doc, ref, record)
 
@@ -267,7 +272,11 @@ def _record(
         changelog.read_text(encoding="utf-8") if changelog.is_file() else "# Changelog\n"
     )
     head, sep, rest = old_changelog.partition("\n## ")
-    new_changelog = f"{head.rstrip()}\n\n{entry_md}" + (f"## {rest}" if sep else "")
+    new_changelog = (
+        old_changelog
+        if same_pin
+        else f"{head.rstrip()}\n\n{entry_md}" + (f"## {rest}" if sep else "")
+    )
 
     staging = Path(tempfile.mkdtemp(prefix=".bump-", dir=repo))
     backup = Path(tempfile.mkdtemp(prefix=".bump-backup-", dir=repo))
@@ -284,7 +293,8 @@ def _record(
         try:
             emit_package(api, repo / "generated")
             (repo / "reports").mkdir(exist_ok=True)
-            (staging / "report.md").replace(repo / report_rel)
+            if not same_pin:
+                (staging / "report.md").replace(repo / report_rel)
             (staging / "releases.toml").replace(releases)
             (staging / "CHANGELOG.md").replace(changelog)
         except BaseException:

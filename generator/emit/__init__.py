@@ -22,6 +22,7 @@ from generator.emit.pytypes import PythonTypes
 from generator.emit.render import environment
 from generator.emit.support import SupportCheck, Unsupported
 from generator.ir import Interface
+from generator.verify.cross_abi import cross_abi_context
 
 PACKAGE_NAME = "llama_bindings"
 LIB_DIR_ENV = "LLAMA_BINDGEN_LIB_DIR"
@@ -41,6 +42,7 @@ FILES: tuple[tuple[str, str], ...] = (
     ("api.pyi", "bindings/api.pyi.j2"),
     ("cdef.h", "bindings/cdef.h.j2"),
     ("constants.py", "bindings/constants.py.j2"),
+    ("CROSS_ABI.md", "report/cross_abi.md.j2"),
     ("enums.py", "bindings/enums.py.j2"),
     ("GENERATION_REPORT.md", "report/generation.md.j2"),
     ("ir.json", "bindings/ir.json.j2"),
@@ -149,6 +151,7 @@ def build_context(api: Interface) -> tuple[dict[str, Any], Cdef]:
         },
         "manifest_json": _json_text(build_manifest(api, bound)),
         "ir_json": api.dumps().rstrip("\n"),
+        **cross_abi_context(api),
     }
     return context, cdef
 

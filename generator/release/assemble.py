@@ -59,16 +59,18 @@ def _progress(text: str) -> None:
     print(f"release: {text}", file=sys.stderr, flush=True)
 
 
-def _gates_for(build: NativeBuild, record: GateRecord) -> PlatformGates:
+def _gates_for(build: NativeBuild, record: GateRecord) -> PlatformGates | None:
+    """The gates that admit ``build``, or None when it has none (it is then left out)."""
     recorded = record.lookup(build.platform, build.backend)
     if recorded is not None:
         return recorded  # already checked by require_releasable
     ci = read_ci_gates(build.folder)
     if ci is None:
-        raise ReleaseRefusedError(
-            f"{build.folder}: {build.platform}/{build.backend} has no gate record (neither in "
-            "releases.toml nor a gates.json from its CI job)"
+        _progress(
+            f"left out {build.folder}: {build.platform}/{build.backend} has no gate record "
+            "(neither in releases.toml nor a gates.json from its CI job)"
         )
+        return None
     fails = ci.failures(CI_REQUIRED_GATES)
     if fails:
         raise ReleaseRefusedError(f"{build.folder}: gates did not pass ({', '.join(fails)})")
@@ -76,7 +78,10 @@ def _gates_for(build: NativeBuild, record: GateRecord) -> PlatformGates:
 
 
 def _bindings_files(generated: Path, commit: str) -> list[str]:
-    manifest_path = generated / BINDINGS_MANIFEST
+    """The entries of ``generated`` to pack: the repository's generated/ (holding
+    llama_bindings/) or a package folder itself."""
+    nested = generated / "llama_bindings" / BINDINGS_MANIFEST
+    manifest_path = nested if nested.is_file() else generated / BINDINGS_MANIFEST
     try:
         data = json.loads(manifest_path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -101,8 +106,10 @@ def assemble_release(inputs: ReleaseInputs, out: Path) -> AssembledRelease:
     tag = release_tag(rel)
     require_releasable(rel.ref, inputs.gates)
     _check_out(out)
-    builds = find_native_builds(inputs.native_dir, rel.commit)
-    gates = {(b.platform, b.backend): _gates_for(b, inputs.gates) for b in builds}
+    found = find_native_builds(inputs.native_dir, rel.commit)
+    admitted = [(b, g) for b in found if (g := _gates_for(b, inputs.gates)) is not None]
+    builds = [b for b, _ in admitted]
+    gates = {(b.platform, b.backend): g for b, g in admitted}
     packed = {g.key for g in gates.values()}
     unbuilt = sorted(set(inputs.gates.platforms) - packed)
     if unbuilt:

@@ -4,11 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import jinja2
-
-from generator import __version__
 from generator.ir.interface import Interface
-from generator.paths import templates_dir
 
 
 @dataclass(frozen=True)
@@ -46,21 +42,7 @@ def _rows(interface: Interface) -> tuple[list[Row], list[Row], list[Row]]:
     return sizes, differing, enum_rows
 
 
-def render_cross_abi(interface: Interface) -> str:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(templates_dir() / "report"),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
+def cross_abi_context(interface: Interface) -> dict[str, list[Row]]:
+    """Template variables of ``templates/report/cross_abi.md.j2`` (emitted as CROSS_ABI.md)."""
     rows, differing, enum_rows = _rows(interface)
-    return env.get_template("cross_abi.md.j2").render(
-        generator_version=__version__,
-        tag=interface.source.tag,
-        commit=interface.source.commit,
-        targets=list(interface.targets),
-        rows=rows,
-        differing=differing,
-        enum_rows=enum_rows,
-    )
+    return {"abi_rows": rows, "abi_differing": differing, "abi_enum_rows": enum_rows}

@@ -126,3 +126,10 @@ def test_all_gates_passing_records_everything(
     assert (repo / "generated" / "llama_bindings" / "abi_manifest.json").is_file()
     # the committed bindings are exactly what this bump writes
     assert snapshot(repo / "generated") == snapshot(repo_root() / "generated")
+    # bumping the current pin again re-records it: same report and changelog, no second entry
+    recorded = snapshot(repo)
+    again = run_bump(
+        BumpOptions("b11312", repo, platforms=("linux-x86_64",)),
+        BumpHooks(builder=native_build),
+    )
+    assert again.recorded and snapshot(repo) == recorded

@@ -198,9 +198,14 @@ def test_nonempty_out_is_left_alone(
 def test_ci_gate_records_admit_extra_builds(
     tmp_path: Path, inputs: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A CI job's build (here linux-x86_64/cuda) ships only with its own passing gates.json."""
+    """A CI job's build (here linux-x86_64/cuda) ships only with its own passing gates.json:
+    without any record it is left out (and said so), with a failing one the release is refused."""
     cuda = make_native(inputs["native"], "linux-x86_64", "cuda", folder="native-linux-x86_64-cuda")
-    refused(tmp_path, inputs, capsys, "linux-x86_64/cuda has no gate record")
+    without = tmp_path / "without-record"
+    assert release(inputs, without) == 0
+    assert "left out" in capsys.readouterr().err
+    assert not (without / f"llama-bindgen-linux-x86_64-cuda-{TAG}.tar.gz").exists()
+    assert (without / "SHA256SUMS").is_file()
 
     from generator.release.ci_job import main as ci_job
 

@@ -1,0 +1,44 @@
+"""`llama-bindgen release b11312` from the repository's own pin: real builds, real bindings."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from generator.paths import repo_root
+from generator.releases import load_releases
+from tests.native.conftest import BuildFactory
+
+pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]
+
+
+def test_pinned_release_verifies_with_sha256sum(
+    tree_b11312: Path, native_build: BuildFactory, tmp_path: Path
+) -> None:
+    pinned = next(r for r in load_releases() if r.ref == "b11312")
+    recorded = sorted(k for k, v in pinned.extra["gates"].items() if isinstance(v, dict))
+    assert recorded, "b11312 is pinned with gate records"
+    native = tmp_path / "native"
+    for platform in recorded:
+        build = native_build(tree_b11312, platform)
+        shutil.copytree(build.platform_dir, native / platform, symlinks=True)
+    out = tmp_path / "dist"
+    proc = subprocess.run(
+        [sys.executable, "-m", "generator", "release", "b11312", "--out", str(out),
+         "--native", str(native)],
+        cwd=repo_root(), capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    check = subprocess.run(
+        ["sha256sum", "-c", "SHA256SUMS"], cwd=out, capture_output=True, text=True, check=False
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+    assets = json.loads((out / "assets.json").read_text())
+    natives = {f"{a['platform']}-{a['arch']}" for a in assets["artifacts"] if a["kind"] == "native"}
+    assert natives == set(recorded)
+    assert assets["commit"] == pinned.commit
