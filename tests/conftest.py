@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from generator.build.native import BuildResult, build_native
+from generator.errors import BindgenError
 from tests.trees import llama_tree
+
+BuildFactory = Callable[[Path, str], BuildResult]
 
 
 @pytest.fixture(scope="session")
@@ -19,3 +24,20 @@ def tree_b11312() -> Path:
 def tree_63d93d1() -> Path:
     """The verified pre-MTP tree at commit 63d93d1."""
     return llama_tree("63d93d1")
+
+
+@pytest.fixture(scope="session")
+def native_build() -> BuildFactory:
+    """``native_build(tree, platform)``: build (or reuse) once per session."""
+    done: dict[tuple[Path, str], BuildResult] = {}
+
+    def get(tree: Path, platform: str) -> BuildResult:
+        key = (tree.resolve(), platform)
+        if key not in done:
+            try:
+                done[key] = build_native(tree, platform)
+            except BindgenError as exc:
+                pytest.fail(f"native build of {platform} failed: {exc}")
+        return done[key]
+
+    return get

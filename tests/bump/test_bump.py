@@ -15,7 +15,7 @@ from generator.bump.gates import FAILED, PASSED, GateOutcome, PlatformRun
 from generator.bump.pipeline import BumpFailed, BumpHooks, BumpOptions, run_bump
 from generator.errors import SourceError
 from generator.paths import repo_root
-from tests.native.conftest import BuildFactory
+from tests.conftest import BuildFactory
 from tests.sources.http_server import Routes, serve
 
 COPIED = ("generated", "native_wrapper", "releases.toml", "CHANGELOG.md")

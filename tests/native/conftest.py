@@ -1,4 +1,4 @@
-"""Fixtures for the native tests: one build per platform and tree per session, reused if current.
+"""Fixtures for the native tests (the build fixture, native_build, is in tests/conftest.py).
 
 A build that cannot run because a toolchain is missing fails the test (CI must install it).
 """
@@ -6,34 +6,13 @@ A build that cannot run because a toolchain is missing fails the test (CI must i
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from generator.build.native import BuildResult, build_native
-from generator.errors import BindgenError
-
-BuildFactory = Callable[[Path, str], BuildResult]
+from generator.build.native import BuildResult
 
 CASES_SOURCE = Path(__file__).with_name("mtp_cases.c")
-
-
-@pytest.fixture(scope="session")
-def native_build() -> BuildFactory:
-    """``native_build(tree, platform)``: build (or reuse) once per session."""
-    done: dict[tuple[Path, str], BuildResult] = {}
-
-    def get(tree: Path, platform: str) -> BuildResult:
-        key = (tree.resolve(), platform)
-        if key not in done:
-            try:
-                done[key] = build_native(tree, platform)
-            except BindgenError as exc:
-                pytest.fail(f"native build of {platform} failed: {exc}")
-        return done[key]
-
-    return get
 
 
 @pytest.fixture(scope="session")

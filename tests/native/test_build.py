@@ -16,7 +16,7 @@ from generator.build.tree import read_tree
 from generator.commands import build as build_command
 from generator.hashing import file_sha256
 from generator.paths import default_cache_dir
-from tests.native.conftest import BuildFactory
+from tests.conftest import BuildFactory
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.native.conftest import BuildFactory, compile_cases, parse_cases
+from tests.conftest import BuildFactory
+from tests.native.conftest import compile_cases, parse_cases
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]
 

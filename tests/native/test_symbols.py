@@ -9,7 +9,7 @@ import pytest
 
 from generator.build.native import BuildResult
 from generator.symbols import exported_functions, machine
-from tests.native.conftest import BuildFactory
+from tests.conftest import BuildFactory
 from tests.native.expected_symbols import expected_functions, missing_functions
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from generator.build.native import BuildResult
-from tests.native.conftest import BuildFactory, compile_cases, parse_cases
+from tests.conftest import BuildFactory
+from tests.native.conftest import compile_cases, parse_cases
 from tests.native.headers import read_declarations
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]

@@ -12,7 +12,7 @@ import pytest
 
 from generator.paths import repo_root
 from generator.releases import load_releases
-from tests.native.conftest import BuildFactory
+from tests.conftest import BuildFactory
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]
 

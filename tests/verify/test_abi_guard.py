@@ -18,7 +18,7 @@ from generator.emit import emit_package
 from generator.parse.frontend import parse_interface, tree_source
 from generator.parse.options import HOST_TARGET, ParseOptions
 from generator.paths import default_cache_dir, repo_root
-from tests.native.conftest import BuildFactory
+from tests.conftest import BuildFactory
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]
 WRAPPER_HEADER = repo_root() / "native_wrapper" / "llama_mtp.h"
