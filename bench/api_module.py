@@ -30,7 +30,7 @@ def api_cdef(cdef_text: str, lib_dir: Path) -> str:
     libs = _exported(lib_dir)
     declared = [
         key.split(" ", 1)[1]
-        for key in probe._parser._declarations  # noqa: SLF001 - cffi has no public listing
+        for key in probe._parser._declarations  # cffi has no public listing
         if key.startswith("function ")
     ]
     for name in declared:
