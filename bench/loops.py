@@ -39,11 +39,18 @@ class Runner:
     threads: int
     n_ctx: int
 
-    def python(self, model: Path, n: int, draft_max: int = 0, warmup: bool = False) -> ProcessRun:
+    def python(
+        self,
+        model: Path,
+        n: int,
+        draft_max: int = 0,
+        warmup: bool = False,
+        no_abort_callback: bool = False,
+    ) -> ProcessRun:
         cmd = [
             sys.executable, "-m", "bench.py_generate", str(model), PROMPT, str(n),
             str(self.threads), str(self.n_ctx), str(self.lib_dir), str(draft_max),
-            "1" if warmup else "0",
+            "1" if warmup else "0", "1" if no_abort_callback else "0",
         ]  # fmt: skip
         env = {"PYTHONPATH": f"{self.repo / 'generated'}:{self.repo}"}
         return check(run_measured(cmd, env), f"runtime generation (draft max {draft_max})")
@@ -91,21 +98,26 @@ def parse_upstream(text: str) -> dict[str, float]:
 
 def run_loop(runner: Runner, driver: Path, model: Path, n: int, repeats: int) -> dict[str, Any]:
     """Section 3: plain greedy generation, runtime vs C driver, interleaved."""
-    tps = {"python_runtime": Series("tokens/s"), "c_driver": Series("tokens/s")}
-    peak = {"python_runtime": Series("MB"), "c_driver": Series("MB")}
+    names = ("c_driver", "python_runtime", "python_runtime_no_abort_callback")
+    tps = {name: Series("tokens/s") for name in names}
+    peak = {name: Series("MB") for name in names}
     identical = True
     for i in range(repeats):
         c = runner.c_driver(driver, model, n)
         py = runner.python(model, n)
-        cj, pj = _json_line(c), _json_line(py)
-        identical = identical and cj["tokens"] == pj["tokens"]
+        nocb = runner.python(model, n, no_abort_callback=True)
+        cj, pj, nj = _json_line(c), _json_line(py), _json_line(nocb)
+        identical = identical and cj["tokens"] == pj["tokens"] == nj["tokens"]
         tps["c_driver"].add(cj["tokens_per_second"])
         tps["python_runtime"].add(pj["tokens_per_second"])
         peak["c_driver"].add(c.peak_rss_mb)
         peak["python_runtime"].add(py.peak_rss_mb)
+        tps["python_runtime_no_abort_callback"].add(nj["tokens_per_second"])
+        peak["python_runtime_no_abort_callback"].add(nocb.peak_rss_mb)
         log(
             f"loop {i + 1}/{repeats}: C {cj['tokens_per_second']:.1f} tok/s, "
-            f"Python {pj['tokens_per_second']:.1f} tok/s"
+            f"Python {pj['tokens_per_second']:.1f} tok/s, "
+            f"without abort callback {nj['tokens_per_second']:.1f} tok/s"
         )
     return {
         "method": (
@@ -113,12 +125,16 @@ def run_loop(runner: Runner, driver: Path, model: Path, n: int, repeats: int) ->
             f"thread(s), n_ctx {runner.n_ctx}; a fresh process per run, C driver and runtime "
             "alternating. tokens/s = generated tokens / time from the end of the prompt's decode "
             "to the last token (both sample, check end-of-generation, convert the token to text "
-            "and decode one token per step)."
+            "and decode one token per step). python_runtime_no_abort_callback: diagnostic, the "
+            "same runtime with its Python abort callback cleared after the context is made."
         ),
         "model": model.name,
         "tokens_per_second": {k: v.summary() for k, v in tps.items()},
         "peak_rss_mb": {k: v.summary() for k, v in peak.items()},
         "ratio_python_over_c": ratio_series(tps["python_runtime"], tps["c_driver"]).summary(),
+        "ratio_python_no_abort_callback_over_c": ratio_series(
+            tps["python_runtime_no_abort_callback"], tps["c_driver"]
+        ).summary(),
         "identical_tokens": identical,
     }
 
