@@ -88,8 +88,8 @@ def run(tree: Path, repo: Path, cache: Path, repeats: int) -> dict[str, Any]:
             "ctypeslib2 in its own venv, host triple, llama.h only. generate_one_target: "
             "llama-bindgen parse + emit for the host triple, llama.h only (no MTP wrapper). "
             "generate_all_targets: `llama-bindgen generate` as shipped (9 targets + wrapper "
-            "header). Files stay in the OS page cache between runs. Output lines: Python, stubs and "
-            "cdef (not the JSON manifests)."
+            "header). Files stay in the OS page cache between runs. Output lines: Python, stubs "
+            "and cdef (not the JSON manifests)."
         ),
         "wall_s": {k: v.summary() for k, v in wall.items()},
         "peak_rss_mb": {k: v.summary() for k, v in peak.items()},
