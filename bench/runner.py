@@ -92,6 +92,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--mtp-tokens", type=int, default=96)
     p.add_argument("--draft-max", type=int, nargs="+", default=[1, 3, 5])
     p.add_argument(
+        "--mtp-weight-type",
+        choices=("f16", "f32"),
+        default="f16",
+        help="matrix type of the MTP section's models (%(default)s)",
+    )
+    p.add_argument(
         "--quick",
         action="store_true",
         help="tiny models and short runs: checks that the bench works, measures nothing useful",
@@ -131,7 +137,9 @@ def main(argv: list[str] | None = None) -> int:
         big_mtp: dict[str, Any] = {}
     else:
         big_loop = {"embd": 512, "ff": 1536, "layers": 8, "vocab": 8192}
-        big_mtp = {"embd": 1024, "ff": 3072, "layers": 8, "vocab": 16384, "weight_type": "f16"}
+        big_mtp = {"embd": 1024, "ff": 3072, "layers": 8, "vocab": 16384}
+        if args.mtp_weight_type == "f16":  # f32 is the generator's default (and not in the name)
+            big_mtp["weight_type"] = "f16"
     sections = result["sections"]
     if "generation" in args.sections:
         log("section 1: generate vs clang2py")
