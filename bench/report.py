@@ -123,7 +123,9 @@ def _bar(ax: Any, labels: list[str], stats: list[dict[str, Any]], title: str, re
     med = [s["median"] for s in stats]
     lo = [s["median"] - s["min"] for s in stats]
     hi = [s["max"] - s["median"] for s in stats]
-    ax.bar(range(len(labels)), med, yerr=[lo, hi], capsize=3, color="#4c72b0")
+    # upstream's and ctypes-free variants in a second colour
+    colors = ["#dd8452" if ("upstream" in x or "api" in x) else "#4c72b0" for x in labels]
+    ax.bar(range(len(labels)), med, yerr=[lo, hi], capsize=3, color=colors)
     ax.axhline(ref, color="#c44e52", linewidth=1, linestyle="--")
     ax.set_xticks(range(len(labels)))
     ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=7)
@@ -157,7 +159,11 @@ def chart(result: dict[str, Any], path: Path) -> None:
     if "loop" in sections:
         lo = sections["loop"]
         _bar(
-            ax, ["Python / C"], [lo["ratio_python_over_c"]], "3. tokens/s, runtime / C (0.97)", 0.97
+            ax,
+            ["runtime / C", "runtime, abort callback cleared / C"],
+            [lo["ratio_python_over_c"], lo["ratio_python_no_abort_callback_over_c"]],
+            "3. greedy tokens/s, Python runtime / C driver (target 0.97)",
+            0.97,
         )
     ax = axes[1][1]
     if "mtp" in sections:
@@ -175,3 +181,22 @@ def chart(result: dict[str, Any], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def main(argv: list[str]) -> int:
+    """``python -m bench.report RESULT.json``: re-render its Markdown and chart beside it."""
+    import json
+    import sys
+
+    path = Path(argv[0])
+    result = json.loads(path.read_text())
+    chart(result, path.with_suffix(".png"))
+    path.with_suffix(".md").write_text(markdown(result, path.with_suffix(".png").name))
+    print(path.with_suffix(".md"), file=sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv[1:]))
