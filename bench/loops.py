@@ -178,8 +178,9 @@ def run_mtp(
             "--spec-draft-n-max k --top-k 1 --samplers top_k, tokens/s from its 'decoded N "
             "tokens in T seconds' line (prompt excluded), run against the same libllama and ggml "
             "(LD_LIBRARY_PATH). Upstream may generate a few tokens past N (it accepts whole "
-            "drafts); a run whose log lacks the statistics (its logger is asynchronous and sometimes "
-            "loses the last lines at exit) is run again and counted. Acceptance = accepted / drafted. Peak RSS of the whole process."
+            "drafts); a run whose log lacks the statistics (its logger is asynchronous and "
+            "sometimes loses the last lines at exit) is run again and counted. Acceptance = "
+            "accepted / drafted. Peak RSS of the whole process."
         ),
         "models": {},
     }
