@@ -151,6 +151,14 @@ def run_loop(runner: Runner, driver: Path, model: Path, n: int, repeats: int) ->
         "tokens_per_second": {k: v.summary() for k, v in tps.items()},
         "peak_rss_mb": {k: v.summary() for k, v in peak.items()},
         "ratio_python_over_c": ratio_series(tps["python_runtime"], tps["c_driver"]).summary(),
+        # per repeat: 1e6 / python - 1e6 / C, the runtime's extra time per generated token
+        "python_overhead_us_per_token": Series(
+            "us",
+            [
+                1e6 / p - 1e6 / c
+                for p, c in zip(tps["python_runtime"].values, tps["c_driver"].values, strict=True)
+            ],
+        ).summary(),
         "ratio_python_no_abort_callback_over_c": ratio_series(
             tps["python_runtime_no_abort_callback"], tps["c_driver"]
         ).summary(),

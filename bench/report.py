@@ -86,7 +86,9 @@ def markdown(result: dict[str, Any], chart_name: str) -> str:
             "",
             f"Python / C tokens/s: **{_fmt(lo['ratio_python_over_c'], 3)}** (target >= 0.97); "
             f"identical tokens: {lo['identical_tokens']}. With the runtime's abort callback "
-            f"cleared: {_fmt(lo['ratio_python_no_abort_callback_over_c'], 3)}.",
+            f"cleared: {_fmt(lo['ratio_python_no_abort_callback_over_c'], 3)}. The runtime's "
+            f"extra time per token (1/Python - 1/C, microseconds): "
+            f"{_fmt(lo.get('python_overhead_us_per_token', {}), 0)}.",
             "",
         ]
     if "mtp" in sections:

@@ -89,6 +89,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--repeats", type=int, default=5, help="interleaved repeats (%(default)s)")
     p.add_argument("--threads", type=int, default=1, help="llama.cpp threads (%(default)s)")
     p.add_argument("--loop-tokens", type=int, default=128)
+    p.add_argument(
+        "--loop-model",
+        choices=("bench", "tiny"),
+        default="bench",
+        help="section 3's model: bench (31M parameters, decode-bound) or tiny (overhead-bound)",
+    )
     p.add_argument("--mtp-tokens", type=int, default=96)
     p.add_argument("--draft-max", type=int, nargs="+", default=[1, 3, 5])
     p.add_argument(
@@ -160,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     if "loop" in args.sections:
         log("section 3: generation loop, runtime vs C driver")
         driver = loops.build_driver(include_dir, lib_dir, cache)
-        model = _model(cache, "plain", big_loop)
+        model = _model(cache, "plain", {} if args.loop_model == "tiny" else big_loop)
         n = 16 if args.quick else args.loop_tokens
         sections["loop"] = loops.run_loop(runner, driver, model, n, args.repeats)
     if "mtp" in args.sections:
