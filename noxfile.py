@@ -9,7 +9,7 @@ nox.options.sessions = ["lint", "tests"]
 
 # The llama.cpp trees the test suite reads; fetched (and verified) before pytest runs.
 TEST_TREES = ("b11312", "63d93d1")
-LINTED = ("generator", "tests", "noxfile.py")
+LINTED = ("generator", "tests", "bench", "noxfile.py")
 
 
 def _install(session: nox.Session) -> None:
@@ -98,10 +98,20 @@ def tests(session: nox.Session) -> None:
 
 
 @nox.session
+def bench(session: nox.Session) -> None:
+    """Benchmarks vs the alternatives; writes bench/results/<name>.json, .md and .png:
+    ``nox -s bench -- [--name N] [--repeats R] [--sections ...] [--lib-dir DIR] [--quick]``."""
+    _install(session)
+    session.install("matplotlib")  # the chart only; not a dependency of the project
+    session.run("python", "-m", "bench", *session.posargs)
+
+
+@nox.session
 def lint(session: nox.Session) -> None:
     """ruff and mypy --strict over the toolchain and the emitted bindings."""
     _install(session)
     session.run("ruff", "check", *LINTED)
     session.run("ruff", "format", "--check", *LINTED)
     session.run("mypy", "generator")
+    session.run("mypy", "--strict", "bench", env={"MYPYPATH": "generated"})
     session.run("mypy", "--strict", "generated/llama_bindings")

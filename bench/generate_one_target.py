@@ -1,0 +1,26 @@
+"""Run llama-bindgen's generate for the host triple only and llama.h only (what clang2py reads).
+
+``python -m bench.generate_one_target TREE OUT``; prints the package folder and its line count.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from generator.emit import emit_package
+from generator.parse.frontend import ParseOptions, parse_interface, tree_source
+
+
+def main(argv: list[str]) -> int:
+    tree, out = Path(argv[0]).resolve(), Path(argv[1]).resolve()
+    options = ParseOptions(tree=tree, wrapper_header=None, targets=())
+    api = parse_interface(options, tree_source(tree))
+    result = emit_package(api, out)
+    lines = sum(len(p.read_text().splitlines()) for p in result.package_dir.glob("*.py*"))
+    print(f"{result.package_dir} {lines}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,204 @@
+"""Markdown report and PNG chart of one bench result (the JSON the runner writes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def _fmt(s: dict[str, Any], digits: int = 2) -> str:
+    """median (min..max, n runs)."""
+    if not s or s.get("median") is None or not s.get("runs"):
+        return "-"
+    return f"{s['median']:.{digits}f} ({s['min']:.{digits}f}..{s['max']:.{digits}f}, n={s['runs']})"
+
+
+def markdown(result: dict[str, Any], chart_name: str) -> str:
+    env = result["environment"]
+    lines = [
+        f"# llama-bindgen benchmarks: {result['name']}",
+        "",
+        f"llama.cpp {env['llama_cpp_tag']} ({env['llama_cpp_commit'][:12]}), "
+        f"{env['cpu_count']} CPU(s), load average at start {env['load_average']}, "
+        f"Python {env['python']}. Figures: median (min..max, n runs) of interleaved runs; "
+        "ratios are taken per repeat between runs measured side by side, so that a shared, "
+        "noisy machine moves both sides. No figure here is a test threshold.",
+        "",
+        f"![chart]({chart_name})",
+        "",
+    ]
+    sections = result["sections"]
+    if "generation" in sections:
+        g = sections["generation"]
+        lines += [
+            "## 1. Generating bindings: `generate` vs ctypeslib2's clang2py",
+            "",
+            g["method"],
+            "",
+            "| tool | wall s | peak MB | wall / clang2py | output lines |",
+            "|---|---|---|---|---|",
+        ]
+        for tool in g["wall_s"]:
+            ratio = g["wall_ratio_vs_clang2py"].get(tool, {})
+            lines.append(
+                f"| {tool} | {_fmt(g['wall_s'][tool])} | {_fmt(g['peak_rss_mb'][tool], 0)} | "
+                f"{_fmt(ratio) if ratio else '1'} | {g['output_lines'][tool]} |"
+            )
+        lines.append("")
+    if "calls" in sections:
+        c = sections["calls"]
+        lines += [
+            "## 2. Foreign-call overhead vs llama-cpp-python (ctypes)",
+            "",
+            c["method"],
+            "",
+            "| call | ctypes ns | ours cffi ABI ns | ABI / ctypes | cffi API ns | API / ctypes |",
+            "|---|---|---|---|---|---|",
+        ]
+        for case in c["ns"]["cffi_abi"]:
+            base = case.replace("_slices", "")
+            api = c["ns"].get("cffi_api", {}).get(case, {})
+            api_ratio = c["ratio_vs_ctypes"].get("cffi_api", {}).get(case, {})
+            lines.append(
+                f"| {case} | {_fmt(c['ns']['ctypes'][base], 0)} | "
+                f"{_fmt(c['ns']['cffi_abi'][case], 0)} | "
+                f"{_fmt(c['ratio_vs_ctypes']['cffi_abi'][case])} | {_fmt(api, 0)} | "
+                f"{_fmt(api_ratio)} |"
+            )
+        lines.append("")
+    if "loop" in sections:
+        lo = sections["loop"]
+        tps = lo["tokens_per_second"]
+        lines += [
+            "## 3. Greedy generation loop: our runtime vs a C driver",
+            "",
+            lo["method"],
+            f" Model `{lo['model']}`.",
+            "",
+            "| driver | tokens/s | peak MB |",
+            "|---|---|---|",
+            f"| C driver | {_fmt(tps['c_driver'], 1)} | {_fmt(lo['peak_rss_mb']['c_driver'], 0)} |",
+            f"| Python runtime | {_fmt(tps['python_runtime'], 1)} | "
+            f"{_fmt(lo['peak_rss_mb']['python_runtime'], 0)} |",
+            f"| Python runtime, abort callback cleared (diagnostic) | "
+            f"{_fmt(tps['python_runtime_no_abort_callback'], 1)} | "
+            f"{_fmt(lo['peak_rss_mb']['python_runtime_no_abort_callback'], 0)} |",
+            "",
+            f"Python / C tokens/s: **{_fmt(lo['ratio_python_over_c'], 3)}** (target >= 0.97); "
+            f"identical tokens: {lo['identical_tokens']}. With the runtime's abort callback "
+            f"cleared: {_fmt(lo['ratio_python_no_abort_callback_over_c'], 3)}. The runtime's "
+            f"extra time per token (1/Python - 1/C, microseconds): "
+            f"{_fmt(lo.get('python_overhead_us_per_token', {}), 0)}.",
+            "",
+        ]
+    if "mtp" in sections:
+        m = sections["mtp"]
+        lines += ["## 4. MTP speculative decoding", "", m["method"], ""]
+        for kind, d in m["models"].items():
+            lines += [
+                f"### {kind} (`{d['model']}`)",
+                "",
+                "| configuration | tokens/s | vs ours plain | acceptance | peak MB |",
+                "|---|---|---|---|---|",
+            ]
+            for name, s in d["tokens_per_second"].items():
+                lines.append(
+                    f"| {name} | {_fmt(s, 1)} | {_fmt(d['speedup_vs_ours_plain'].get(name, {}))} "
+                    f"| {_fmt(d['acceptance'].get(name, {}), 3)} | "
+                    f"{_fmt(d['peak_rss_mb'][name], 0)} |"
+                )
+            lines.append("")
+            if d["ours_over_upstream"]:
+                lines.append(
+                    "Ours / upstream tokens/s: "
+                    + ", ".join(f"{k} **{_fmt(v)}**" for k, v in d["ours_over_upstream"].items())
+                    + "."
+                )
+            lines += [
+                f"Our MTP output equals plain output: {d['ours_mtp_output_equals_plain']}.",
+                "",
+            ]
+    return "\n".join(lines) + "\n"
+
+
+def _bar(ax: Any, labels: list[str], stats: list[dict[str, Any]], title: str, ref: float) -> None:
+    med = [s["median"] for s in stats]
+    lo = [s["median"] - s["min"] for s in stats]
+    hi = [s["max"] - s["median"] for s in stats]
+    # upstream's and ctypes-free variants in a second colour
+    colors = ["#dd8452" if ("upstream" in x or "api" in x) else "#4c72b0" for x in labels]
+    ax.bar(range(len(labels)), med, yerr=[lo, hi], capsize=3, color=colors)
+    ax.axhline(ref, color="#c44e52", linewidth=1, linestyle="--")
+    ax.set_xticks(range(len(labels)))
+    ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=7)
+    ax.set_title(title, fontsize=9)
+    for i, v in enumerate(med):
+        ax.annotate(f"{v:.2f}", (i, v), ha="center", va="bottom", fontsize=7)
+
+
+def chart(result: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sections = result["sections"]
+    fig, axes = plt.subplots(2, 2, figsize=(11, 8))
+    ax = axes[0][0]
+    if "generation" in sections:
+        r = sections["generation"]["wall_ratio_vs_clang2py"]
+        _bar(ax, list(r), list(r.values()), "1. generate wall time / clang2py (lower is better)", 1)
+    ax = axes[0][1]
+    if "calls" in sections:
+        rc = sections["calls"]["ratio_vs_ctypes"]
+        labels, stats = [], []
+        for impl, cases in rc.items():
+            for case, s in cases.items():
+                labels.append(f"{impl}:{case}")
+                stats.append(s)
+        _bar(ax, labels, stats, "2. time per call / ctypes (lower is better; target 0.5)", 0.5)
+    ax = axes[1][0]
+    if "loop" in sections:
+        lo = sections["loop"]
+        _bar(
+            ax,
+            ["runtime / C", "runtime, abort callback cleared / C"],
+            [lo["ratio_python_over_c"], lo["ratio_python_no_abort_callback_over_c"]],
+            "3. greedy tokens/s, Python runtime / C driver (target 0.97)",
+            0.97,
+        )
+    ax = axes[1][1]
+    if "mtp" in sections:
+        labels, stats = [], []
+        for kind, d in sections["mtp"]["models"].items():
+            for name, s in d["speedup_vs_ours_plain"].items():
+                labels.append(f"{kind}:{name}")
+                stats.append(s)
+        _bar(ax, labels, stats, "4. MTP tokens/s / ours plain (higher is better)", 1)
+    fig.suptitle(
+        f"llama-bindgen bench {result['name']} (llama.cpp {result['environment']['llama_cpp_tag']})"
+        "; bars: median, whiskers: min..max",
+        fontsize=10,
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str]) -> int:
+    """``python -m bench.report RESULT.json``: re-render its Markdown and chart beside it."""
+    import json
+    import sys
+
+    path = Path(argv[0])
+    result = json.loads(path.read_text())
+    chart(result, path.with_suffix(".png"))
+    path.with_suffix(".md").write_text(markdown(result, path.with_suffix(".png").name))
+    print(path.with_suffix(".md"), file=sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv[1:]))

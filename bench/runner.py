@@ -1,0 +1,189 @@
+"""``python -m bench``: run the benchmarks, write bench/results/<name>.json, .md and .png."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from bench import calls, generation, loops, report
+from bench.api_module import build as build_api_module
+from bench.stats import log
+
+REPO = Path(__file__).resolve().parent.parent
+SECTIONS = ("generation", "calls", "loop", "mtp")
+REF = "b11312"
+
+
+def _cache() -> Path:
+    sys.path.insert(0, str(REPO))
+    from generator.paths import default_cache_dir
+
+    return default_cache_dir()
+
+
+def _cli(*args: str) -> str:
+    """Run ``llama-bindgen`` from this checkout; its last stdout line."""
+    out = subprocess.run(
+        [sys.executable, "-m", "generator", *args],
+        check=True,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    ).stdout
+    return out.strip().splitlines()[-1]
+
+
+def _model(cache: Path, kind: str, sizes: dict[str, Any]) -> Path:
+    """A synthetic test model (cached; same arguments give identical bytes)."""
+    tag = "-".join(f"{k}{v}" for k, v in sorted(sizes.items())) or "default"
+    path = cache / "bench-models" / f"{kind}-{tag}.gguf"
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        args = [f"--{k.replace('_', '-')}={v}" for k, v in sorted(sizes.items())]
+        _cli("make-test-model", str(path), "--kind", kind, *args)
+    return path
+
+
+def _upstream_bin(cache: Path, tree: Path) -> Path:
+    """Upstream's llama-speculative-simple, built out of tree from the same tree (cached)."""
+    build = cache / "bench-upstream"
+    exe = build / "bin" / "llama-speculative-simple"
+    if exe.is_file():
+        return exe.parent
+    log(f"building upstream llama-speculative-simple in {build} (several minutes on 2 cores)")
+    subprocess.run(
+        [
+            "cmake", "-S", str(tree), "-B", str(build), "-G", "Ninja",
+            "-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=ON", "-DLLAMA_BUILD_EXAMPLES=ON",
+            "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_OPENSSL=OFF",
+            "-DLLAMA_CURL=OFF", "-DGGML_NATIVE=OFF",
+        ],
+        check=True,
+    )  # fmt: skip
+    subprocess.run(
+        ["cmake", "--build", str(build), "--target", "llama-speculative-simple", "-j2"], check=True
+    )
+    return exe.parent
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    p.add_argument("--name", default="latest", help="result name (default: %(default)s)")
+    p.add_argument("--out", type=Path, default=REPO / "bench" / "results")
+    p.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS))
+    p.add_argument("--tree", type=Path, help=f"llama.cpp tree (default: `fetch {REF}`)")
+    p.add_argument("--lib-dir", type=Path, help="built libraries (default: `build` for the host)")
+    p.add_argument(
+        "--upstream-bin",
+        type=Path,
+        help="folder with upstream's llama-speculative-simple (default: built into the cache)",
+    )
+    p.add_argument("--no-upstream", action="store_true", help="skip upstream's MTP driver")
+    p.add_argument("--no-api-mode", action="store_true", help="skip the cffi API-mode module")
+    p.add_argument("--repeats", type=int, default=5, help="interleaved repeats (%(default)s)")
+    p.add_argument("--threads", type=int, default=1, help="llama.cpp threads (%(default)s)")
+    p.add_argument("--loop-tokens", type=int, default=128)
+    p.add_argument(
+        "--loop-model",
+        choices=("bench", "tiny"),
+        default="bench",
+        help="section 3's model: bench (31M parameters, decode-bound) or tiny (overhead-bound)",
+    )
+    p.add_argument("--mtp-tokens", type=int, default=96)
+    p.add_argument("--draft-max", type=int, nargs="+", default=[1, 3, 5])
+    p.add_argument(
+        "--mtp-weight-type",
+        choices=("f16", "f32"),
+        default="f16",
+        help="matrix type of the MTP section's models (%(default)s)",
+    )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="tiny models and short runs: checks that the bench works, measures nothing useful",
+    )
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    cache = _cache()
+    tree: Path = args.tree or Path(_cli("fetch", REF))
+    lib_dir: Path = args.lib_dir or Path(_cli("build", "--tree", str(tree), "--platform",
+                                              "linux-x86_64")) / "lib"  # fmt: skip
+    include_dir = lib_dir.parent / "include"
+    sys.path.insert(0, str(REPO / "generated"))
+    import llama_bindings
+
+    load = os.getloadavg()
+    result: dict[str, Any] = {
+        "name": args.name,
+        "environment": {
+            "llama_cpp_tag": llama_bindings.LLAMA_CPP_TAG,
+            "llama_cpp_commit": llama_bindings.LLAMA_CPP_COMMIT,
+            "generator_version": llama_bindings.GENERATOR_VERSION,
+            "cpu_count": os.cpu_count(),
+            "load_average": [round(x, 2) for x in load],
+            "python": platform.python_version(),
+            "machine": platform.machine(),
+            "threads": args.threads,
+            "repeats": args.repeats,
+            "quick": args.quick,
+        },
+        "sections": {},
+    }
+    if args.quick:
+        big_loop: dict[str, Any] = {}
+        big_mtp: dict[str, Any] = {}
+    else:
+        big_loop = {"embd": 512, "ff": 1536, "layers": 8, "vocab": 8192}
+        big_mtp = {"embd": 1024, "ff": 3072, "layers": 8, "vocab": 16384}
+        if args.mtp_weight_type == "f16":  # f32 is the generator's default (and not in the name)
+            big_mtp["weight_type"] = "f16"
+    sections = result["sections"]
+    if "generation" in args.sections:
+        log("section 1: generate vs clang2py")
+        sections["generation"] = generation.run(tree, REPO, cache, args.repeats)
+    if "calls" in args.sections:
+        log("section 2: foreign-call overhead")
+        api_dir = None
+        if not args.no_api_mode:
+            api_dir = build_api_module(
+                REPO / "generated" / "llama_bindings" / "cdef.h", include_dir, lib_dir, cache
+            )
+        n_calls, n_fills = (20_000, 20) if args.quick else (200_000, 200)
+        sections["calls"] = calls.run(
+            REPO, lib_dir, cache, _model(cache, "plain", {}), args.repeats, api_dir,
+            calls=n_calls, fills=n_fills,
+        )  # fmt: skip
+    runner = loops.Runner(REPO, lib_dir, args.threads, 1024)
+    if "loop" in args.sections:
+        log("section 3: generation loop, runtime vs C driver")
+        driver = loops.build_driver(include_dir, lib_dir, cache)
+        model = _model(cache, "plain", {} if args.loop_model == "tiny" else big_loop)
+        n = 16 if args.quick else args.loop_tokens
+        sections["loop"] = loops.run_loop(runner, driver, model, n, args.repeats)
+    if "mtp" in args.sections:
+        log("section 4: MTP")
+        upstream = None
+        if not args.no_upstream:
+            upstream = args.upstream_bin or _upstream_bin(cache, tree)
+        models = {kind: _model(cache, kind, big_mtp) for kind in ("agree", "partial")}
+        n = 16 if args.quick else args.mtp_tokens
+        sections["mtp"] = loops.run_mtp(runner, upstream, models, n, args.draft_max, args.repeats)
+    args.out.mkdir(parents=True, exist_ok=True)
+    json_path = args.out / f"{args.name}.json"
+    json_path.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    chart_path = args.out / f"{args.name}.png"
+    report.chart(result, chart_path)
+    md_path = args.out / f"{args.name}.md"
+    md_path.write_text(report.markdown(result, chart_path.name))
+    log(f"wrote {json_path}, {md_path.name}, {chart_path.name}")
+    print(md_path)
+    return 0

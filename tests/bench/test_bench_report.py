@@ -1,0 +1,75 @@
+"""The bench's statistics, upstream-log parsing and report, offline (no timing thresholds)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench import report
+from bench.loops import parse_upstream
+from bench.stats import Series, ratio_series, run_measured
+
+
+def test_ratio_series_pairs_runs_in_order() -> None:
+    ratios = ratio_series(Series("s", [2.0, 4.0, 9.0]), Series("s", [1.0, 8.0, 3.0]))
+    assert ratios.values == [2.0, 0.5, 3.0]
+    assert ratios.summary()["median"] == 2.0
+    assert ratios.summary()["min"] == 0.5 and ratios.summary()["max"] == 3.0
+
+
+def test_run_measured_reports_the_childs_own_peak_memory() -> None:
+    small = run_measured([sys.executable, "-c", "print('x')"])
+    big = run_measured([sys.executable, "-c", "b = bytearray(200_000_000); print(len(b))"])
+    assert small.returncode == 0 and small.stdout.strip() == "x"
+    assert big.peak_rss_mb - small.peak_rss_mb > 150
+
+
+def test_parse_upstream_reads_speculative_simple_statistics() -> None:
+    log = (
+        "encoded    9 tokens in    0.020 seconds, speed:  450.000 t/s\n"
+        "decoded   52 tokens in    0.520 seconds, speed:  100.000 t/s\n\n"
+        "n_draft   = 3\nn_predict = 52\nn_drafted = 39\nn_accept  = 30\naccept    = 76.923%\n"
+    )
+    fig = parse_upstream(log)
+    assert fig["generated_tokens"] == 52
+    assert fig["tokens_per_second"] == pytest.approx(100.0)
+    assert (fig["drafted_tokens"], fig["accepted_tokens"]) == (39, 30)
+    with pytest.raises(RuntimeError, match="no statistics"):
+        parse_upstream("decoded 3 tokens in 1.0 seconds, speed: 3.0 t/s\n")
+
+
+def _summary(values: list[float]) -> dict[str, object]:
+    return Series("x", values).summary()
+
+
+def test_markdown_report_shows_median_and_spread(tmp_path: Path) -> None:
+    result = {
+        "name": "t",
+        "environment": {
+            "llama_cpp_tag": "b11312", "llama_cpp_commit": "0c1e57098bba43ac",
+            "cpu_count": 2, "load_average": [1.0, 1.0, 1.0], "python": "3.11",
+        },
+        "sections": {
+            "loop": {
+                "method": "m", "model": "x.gguf", "identical_tokens": True,
+                "tokens_per_second": {
+                    "c_driver": _summary([10.0, 12.0, 11.0]),
+                    "python_runtime": _summary([9.0, 12.0, 10.5]),
+                    "python_runtime_no_abort_callback": _summary([9.5, 12.0, 10.0]),
+                },
+                "peak_rss_mb": {
+                    k: _summary([100.0])
+                    for k in ("c_driver", "python_runtime", "python_runtime_no_abort_callback")
+                },
+                "ratio_python_over_c": _summary([0.9, 1.0, 0.95]),
+                "ratio_python_no_abort_callback_over_c": _summary([0.95, 1.0, 0.9]),
+            }
+        },
+    }  # fmt: skip
+    text = report.markdown(json.loads(json.dumps(result)), "t.png")
+    assert "| C driver | 11.0 (10.0..12.0, n=3) |" in text
+    assert "**0.950 (0.900..1.000, n=3)**" in text
+    assert "## 1." not in text  # sections that did not run are left out
