@@ -22,7 +22,8 @@ def test_ratio_series_pairs_runs_in_order() -> None:
 
 def test_run_measured_reports_the_childs_own_peak_memory() -> None:
     small = run_measured([sys.executable, "-c", "print('x')"])
-    big = run_measured([sys.executable, "-c", "b = bytearray(200_000_000); print(len(b))"])
+    # b"\x01" * n writes every page (a zeroed bytearray may stay unmapped and not count in RSS)
+    big = run_measured([sys.executable, "-c", "b = b'\\x01' * 200_000_000; print(len(b))"])
     assert small.returncode == 0 and small.stdout.strip() == "x"
     assert big.peak_rss_mb - small.peak_rss_mb > 150
 
