@@ -10,6 +10,7 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 
@@ -52,23 +53,47 @@ class ProcessRun:
     stderr: str
 
 
+# A small launcher forks and execs the command and reports its child's peak RSS. Measuring the
+# command as our own child would not do: Linux carries a process's peak RSS over fork and exec, so
+# the figure could never be below this (larger) Python process's RSS. The launcher's floor is its
+# own size at fork time, about 13 MB.
+_LAUNCHER = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execvp(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as fh:
+    fh.write(str(usage.ru_maxrss))
+sys.exit(os.waitstatus_to_exitcode(status) & 0xFF)
+"""
+
+
 def run_measured(
     cmd: Sequence[str], env: Mapping[str, str] | None = None, cwd: str | None = None
 ) -> ProcessRun:
-    """Run ``cmd``: wall time, and the peak resident memory of that process alone (wait4)."""
+    """Run ``cmd``: wall time, and the peak resident memory of that process alone (wait4 in a
+    small launcher, see ``_LAUNCHER``)."""
     full_env = dict(os.environ)
     if env:
         full_env.update(env)
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+    with (
+        tempfile.TemporaryFile("w+") as out,
+        tempfile.TemporaryFile("w+") as err,
+        tempfile.TemporaryDirectory() as scratch,
+    ):
+        peak_file = Path(scratch) / "maxrss"
         start = time.perf_counter()
-        proc = subprocess.Popen(list(cmd), stdout=out, stderr=err, env=full_env, cwd=cwd)
-        _, status, usage = os.wait4(proc.pid, 0)
+        proc = subprocess.run(
+            [sys.executable, "-c", _LAUNCHER, str(peak_file), *cmd],
+            stdout=out, stderr=err, env=full_env, cwd=cwd, check=False,
+        )  # fmt: skip
         wall = time.perf_counter() - start
-        proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
         # ru_maxrss is in KiB on Linux
-        return ProcessRun(wall, usage.ru_maxrss / 1024.0, proc.returncode, out.read(), err.read())
+        peak_kib = int(peak_file.read_text()) if peak_file.is_file() else 0
+        return ProcessRun(wall, peak_kib / 1024.0, proc.returncode, out.read(), err.read())
 
 
 def check(run: ProcessRun, what: str) -> ProcessRun:
