@@ -368,10 +368,10 @@ class Context:
         if ctx == self.ffi.NULL:
             raise LlamaRuntimeError("llama.cpp could not create the context")
         self._ctx = ctx
-        # C keeps this pointer: it lives as long as the context (peers' failure: a collected
-        # callback called from C).
+        # C keeps this pointer while it is registered, so it lives as long as the context (peers'
+        # failure: a collected callback called from C). It is registered only while a generation
+        # with a Cancellation runs: llama.cpp calls it many times per token, which costs time.
         self._abort_callback: Any = self.ffi.callback("bool(void *)", self._should_abort)
-        self.llama.llama_set_abort_callback(ctx, self._abort_callback, self.ffi.NULL)
         if self._mtp_lib is not None:
             try:
                 self._create_mtp(self._mtp_lib)
@@ -498,6 +498,8 @@ class Context:
             raise ValueError(f"the prompt ({len(tokens)} tokens) does not fit n_ctx {self.n_ctx}")
         sampler = self._sampler(temperature, top_k, seed, grammar)
         self._cancel = cancel
+        if cancel is not None:
+            self.llama.llama_set_abort_callback(self._ctx, self._abort_callback, self.ffi.NULL)
         try:
             run = _Run(self, stop, on_token, cancel, max_tokens)
             if self._mtp_lib is not None:
@@ -505,6 +507,8 @@ class Context:
             else:
                 self._generate_plain(tokens, sampler, run, reuse_prefix)
         finally:
+            if cancel is not None:
+                self.llama.llama_set_abort_callback(self._ctx, self.ffi.NULL, self.ffi.NULL)
             self._cancel = None
             self.llama.llama_sampler_free(sampler)
         result = run.result(self.mtp_enabled, len(tokens))
