@@ -10,12 +10,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from generator.bump.pipeline import BumpOptions, run_bump
 from generator.commands.fetch import add_source_options, github_base
 from generator.paths import repo_root
 
 
 def run(args: argparse.Namespace) -> int:
+    from generator.bump.pipeline import BumpOptions, run_bump  # heavy: imported when bumping
+
     report = run_bump(
         BumpOptions(
             ref=args.ref,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,11 +73,17 @@ class ParseOptions:
 
     def library_of(self, header: Path) -> Library | None:
         """Which library a declaration in ``header`` belongs to; ``None`` if not ours."""
-        resolved = header.resolve()
-        if self.wrapper_header is not None and resolved == self.wrapper_header.resolve():
+        resolved = _resolved(header)
+        if self.wrapper_header is not None and resolved == _resolved(self.wrapper_header):
             return "llama_mtp"
-        if resolved.parent == self.llama_include.resolve():
+        if resolved.parent == _resolved(self.llama_include):
             return "llama"
-        if resolved.parent == self.ggml_include.resolve():
+        if resolved.parent == _resolved(self.ggml_include):
             return "ggml"
         return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _resolved(path: Path) -> Path:
+    """``path.resolve()``, once per path: the parser asks for every declaration's header."""
+    return path.resolve()
