@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from generator.errors import UsageError
-
-TREE_METADATA = ".llama-bindgen-tree.json"  # written by ``llama-bindgen fetch``
+from generator.sources.tree_metadata import TREE_METADATA, load_tree_metadata
 
 
 @dataclass(frozen=True)
@@ -38,11 +36,11 @@ def read_tree(root: Path) -> TreeInfo:
     if not (root / "include" / "llama.h").is_file():
         raise UsageError(f"{root} is not a llama.cpp tree (no include/llama.h)")
     meta_path = root / TREE_METADATA
-    if not meta_path.is_file():
+    meta = load_tree_metadata(root)
+    if meta is None:
         raise UsageError(
             f"{root} has no {TREE_METADATA}: build trees obtained with `llama-bindgen fetch`"
         )
-    meta = json.loads(meta_path.read_text(encoding="utf-8"))
     commit = str(meta.get("commit", ""))
     if len(commit) != 40 or any(c not in "0123456789abcdef" for c in commit):
         raise UsageError(f"{meta_path}: 'commit' is not a 40-digit hex commit: {commit!r}")

@@ -5,7 +5,6 @@ Only ``generator.parse.clang_api`` imports ``clang.cindex``.
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -18,6 +17,7 @@ from generator.parse import declarations, probes
 from generator.parse.clang_api import TranslationUnit, diagnostics, parse
 from generator.parse.options import DEFAULT_TARGETS, ENTRY_NAME, HOST_TARGET, ParseOptions
 from generator.parse.types import UnsupportedType
+from generator.sources.tree_metadata import TREE_METADATA, load_tree_metadata
 
 __all__ = [
     "DEFAULT_TARGETS",
@@ -29,8 +29,6 @@ __all__ = [
     "parse_interface",
     "tree_source",
 ]
-
-TREE_METADATA = ".llama-bindgen-tree.json"
 
 
 class ClangParseError(BindgenError):
@@ -131,23 +129,15 @@ def tree_source(
     """Tag, commit and digest of a verified tree, from the metadata ``llama-bindgen fetch`` writes
     beside it; ``tag``/``commit`` override it. Without metadata and overrides: an error, or (when
     not ``required``) a source named after the folder."""
-    meta: dict[str, str] = {}
-    path = tree / TREE_METADATA
-    if path.is_file():
-        try:
-            loaded = json.loads(path.read_text(encoding="utf-8"))
-        except ValueError as exc:
-            raise BindgenError(f"{path}: not valid JSON ({exc})") from exc
-        if not isinstance(loaded, dict):
-            raise BindgenError(f"{path}: not a JSON object")
-        meta = {str(k): str(v) for k, v in loaded.items()}
-    elif tag is None and commit is None:
+    meta = load_tree_metadata(tree)
+    if meta is None and tag is None and commit is None:
         if required:
             raise BindgenError(
                 f"{tree} has no {TREE_METADATA} (not fetched with `llama-bindgen fetch`): "
                 "fetch it, or name it with --tag and --commit"
             )
         return Source(tag=tree.name, commit="", digest="")
+    meta = meta or {}
     return Source(
         tag=tag if tag is not None else meta.get("tag", ""),
         commit=commit if commit is not None else meta.get("commit", ""),

@@ -32,8 +32,7 @@ from generator.sources.providers import (
     Provider,
     SdistProvider,
 )
-
-TREE_METADATA = ".llama-bindgen-tree.json"
+from generator.sources.tree_metadata import TREE_METADATA, load_tree_metadata
 
 
 @dataclass(frozen=True)
@@ -54,16 +53,10 @@ def _log(msg: str) -> None:
 
 def read_tree_metadata(tree: Path) -> dict[str, str]:
     """The metadata a fetch wrote beside a tree (ref, tag, commit, digest, provider)."""
-    path = tree / TREE_METADATA
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise SourceError(
-            f"{tree}: no readable {TREE_METADATA}: fetch it with llama-bindgen"
-        ) from exc
-    if not isinstance(data, dict):
-        raise SourceError(f"{path}: not a JSON object")
-    return {str(k): str(v) for k, v in data.items()}
+    meta = load_tree_metadata(tree)
+    if meta is None:
+        raise SourceError(f"{tree}: no {TREE_METADATA}: fetch it with llama-bindgen")
+    return meta
 
 
 def _pid_alive(pid: int) -> bool:
