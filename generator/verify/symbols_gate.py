@@ -34,24 +34,29 @@ def library_files(build: BuildResult, library: str) -> list[Path]:
     return [lib / build.platform.library_file(library)]
 
 
+def missing_functions(build: BuildResult, expected: dict[str, set[str]]) -> list[str]:
+    """``library: name`` for every expected function its library files do not export."""
+    missing: list[str] = []
+    for library, names in sorted(expected.items()):
+        files = library_files(build, library)
+        absent = [str(f) for f in files if not f.is_file()]
+        if absent or not files:
+            missing += [f"{library}: {name} (library file missing)" for name in sorted(names)]
+            continue
+        exported = exported_functions_of(files)
+        missing += [f"{library}: {name}" for name in sorted(names - exported)]
+    return missing
+
+
 def check_symbols(manifest_path: Path, build: BuildResult) -> SymbolReport:
     data = json.loads(manifest_path.read_text(encoding="utf-8"))
     wanted: dict[str, set[str]] = {}
     for fn in data["functions"]:
-        if fn.get("bound", True):
+        if fn.get("bound", True) and (fn["library"] != "llama_mtp" or build.mtp.supported):
             wanted.setdefault(fn["library"], set()).add(fn["name"])
-    missing: list[str] = []
-    ggml_missing: list[str] = []
-    checked = 0
-    for library, names in sorted(wanted.items()):
-        if library == "llama_mtp" and not build.mtp.supported:
-            continue
-        files = library_files(build, library)
-        exported = exported_functions_of([f for f in files if f.is_file()])
-        absent = sorted(names - exported)
-        checked += len(names)
-        if library in STRICT_LIBRARIES:
-            missing += [f"{library}: {name}" for name in absent]
-        else:
-            ggml_missing += [f"{library}: {name}" for name in absent]
-    return SymbolReport(tuple(missing), tuple(ggml_missing), checked)
+    strict = {lib: names for lib, names in wanted.items() if lib in STRICT_LIBRARIES}
+    others = {lib: names for lib, names in wanted.items() if lib not in STRICT_LIBRARIES}
+    checked = sum(len(names) for names in wanted.values())
+    return SymbolReport(
+        tuple(missing_functions(build, strict)), tuple(missing_functions(build, others)), checked
+    )

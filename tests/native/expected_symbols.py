@@ -8,8 +8,7 @@ from pathlib import Path
 
 from generator.build.native import BuildResult
 from generator.paths import repo_root
-from generator.symbols import exported_functions_of
-from generator.verify.symbols_gate import STRICT_LIBRARIES, library_files
+from generator.verify.symbols_gate import STRICT_LIBRARIES
 from tests.native.headers import read_declarations
 
 MANIFEST = Path("generated") / "llama_bindings" / "abi_manifest.json"
@@ -47,17 +46,3 @@ def expected_functions(
                 continue
             by_library.setdefault(library, set()).add(name)
     return by_library, "headers " + ", ".join(headers)
-
-
-def missing_functions(build: BuildResult, expected: dict[str, set[str]]) -> list[str]:
-    """``library: name`` for every expected function its library files do not export."""
-    missing: list[str] = []
-    for library, names in sorted(expected.items()):
-        files = library_files(build, library)
-        absent = [str(f) for f in files if not f.is_file()]
-        if absent or not files:
-            missing += [f"{library}: {name} (library file missing)" for name in sorted(names)]
-            continue
-        exported = exported_functions_of(files)
-        missing += [f"{library}: {name}" for name in sorted(names - exported)]
-    return missing

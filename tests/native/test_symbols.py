@@ -9,8 +9,9 @@ import pytest
 
 from generator.build.native import BuildResult
 from generator.symbols import exported_functions, machine
+from generator.verify.symbols_gate import missing_functions
 from tests.conftest import BuildFactory
-from tests.native.expected_symbols import expected_functions, missing_functions
+from tests.native.expected_symbols import expected_functions
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]
 
