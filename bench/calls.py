@@ -1,4 +1,5 @@
-"""Section 2: foreign-call overhead, ours (cffi ABI mode; API mode beside it) vs ctypes."""
+"""Section 2: foreign-call overhead, ours (compiled API mode as shipped; ABI mode, the
+fallback) vs ctypes."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ def run(
     cache: Path,
     model: Path,
     repeats: int,
-    api_module_dir: Path | None,
+    api_mode: bool,
     calls: int = 200_000,
     fills: int = 200,
 ) -> dict[str, Any]:
@@ -50,7 +51,7 @@ def run(
             "lib_dir": str(lib_dir),
             "model": str(model),
             "llama_cpp_package": str(package),
-            "api_module_dir": str(api_module_dir) if api_module_dir else None,
+            "api_mode": api_mode,
             "repeats": repeats,
             "calls": calls,
             "fills": fills,
@@ -85,14 +86,16 @@ def run(
         }
     return {
         "method": (
-            f"one process, libllama loaded once and bound twice: ours (generated/llama_bindings, "
-            f"cffi ABI mode) and llama-cpp-python 0.3.36's ctypes module (llama_cpp/llama_cpp.py "
-            f"from its sdist, LLAMA_CPP_LIB_PATH at the same lib folder); optionally a cffi "
-            f"API-mode module compiled from the emitted cdef. Each repeat times {calls} calls "
-            f"(or {fills} fills of a 512-token llama_batch) per implementation, interleaved; "
-            f"single-call figures have the empty loop of the same repeat subtracted. batch fill: "
-            f"per-item loop as llama-cpp-python's LlamaBatch.set_batch and our runtime write it; "
-            f"_slices: cffi slice assignment for the flat arrays."
+            f"one process, libllama loaded once and bound three times: ours as shipped "
+            f"(generated/llama_bindings loading the compiled cffi API-mode module that "
+            f"`llama-bindgen build` puts in the lib folder: cffi_api), ours in cffi ABI mode "
+            f"(the fallback where no module is built: cffi_abi), and llama-cpp-python 0.3.36's "
+            f"ctypes module (llama_cpp/llama_cpp.py from its sdist, LLAMA_CPP_LIB_PATH at the "
+            f"same lib folder). Each repeat times {calls} calls (or {fills} fills of a 512-token "
+            f"llama_batch) per implementation, interleaved; single-call figures have the empty "
+            f"loop of the same repeat subtracted. batch fill: per-item loop as llama-cpp-python's "
+            f"LlamaBatch.set_batch writes it; _slices: our runtime's fill (cffi slice assignment "
+            f"for the flat arrays)."
         ),
         "n_vocab": raw["n_vocab"],
         "empty_loop_ns": Series("ns", empty).summary(),

@@ -1,5 +1,6 @@
-"""Foreign-call overhead, one process: ours (cffi ABI mode, optionally API mode) vs
-llama-cpp-python's ctypes bindings on the same libllama, interleaved.
+"""Foreign-call overhead, one process: ours (the compiled API-mode module ``llama-bindgen build``
+puts beside the libraries, and cffi ABI mode, its fallback) vs llama-cpp-python's ctypes bindings
+on the same libllama, interleaved.
 
 ``python -m bench.calls_worker CONFIG_JSON``; prints one JSON object (ns per call per repeat).
 """
@@ -69,16 +70,10 @@ def _fill_items(batch: Any, tokens: list[int]) -> None:
 
 
 def _fill_slices(batch: Any, tokens: list[int]) -> None:
-    """cffi slice assignment for the flat arrays; seq_id stays per item (an array of pointers)."""
-    n = len(tokens)
-    batch.n_tokens = n
-    batch.token[0:n] = tokens
-    batch.pos[0:n] = range(n)
-    batch.n_seq_id[0:n] = [1] * n
-    batch.logits[0:n] = [0] * (n - 1) + [1]
-    seq_id = batch.seq_id
-    for i in range(n):
-        seq_id[i][0] = 0
+    """Our runtime's fill (cffi slice assignment for the flat arrays)."""
+    from llama_bindings.runtime import _fill_batch
+
+    _fill_batch(batch, tokens, 0)
 
 
 def _fill_loop(fill: Callable[[Any, list[int]], None], batch: Any) -> Callable[[int], None]:
@@ -95,7 +90,7 @@ def main(config: dict[str, Any]) -> dict[str, Any]:
     sys.path.insert(0, os.path.join(config["repo"], "generated"))
     import llama_bindings
 
-    ours = llama_bindings.load(config["lib_dir"])
+    ours = llama_bindings.load(config["lib_dir"], mode="abi")
     lib, ffi = ours.llama, ours.ffi
     lib.llama_backend_init()
     model_params = lib.llama_model_default_params()
@@ -124,14 +119,13 @@ def main(config: dict[str, Any]) -> dict[str, Any]:
         "batch_fill_512": _fill_loop(_fill_items, lcp_batch),
     }
     api_batch = None
-    if config.get("api_module_dir"):
-        sys.path.insert(0, config["api_module_dir"])
-        api = importlib.import_module("_llama_bench_api")
+    if config.get("api_mode"):
+        api = llama_bindings.load(config["lib_dir"], mode="api")
         api_vocab = api.ffi.cast("struct llama_vocab *", address)
-        api_batch = api.lib.llama_batch_init(BATCH, 0, 1)
+        api_batch = api.llama.llama_batch_init(BATCH, 0, 1)
         impls["cffi_api"] = {
-            "llama_vocab_n_tokens": _getter_loop(api.lib.llama_vocab_n_tokens, api_vocab),
-            "llama_context_default_params": _noarg_loop(api.lib.llama_context_default_params),
+            "llama_vocab_n_tokens": _getter_loop(api.llama.llama_vocab_n_tokens, api_vocab),
+            "llama_context_default_params": _noarg_loop(api.llama.llama_context_default_params),
             "batch_fill_512": _fill_loop(_fill_items, api_batch),
             "batch_fill_512_slices": _fill_loop(_fill_slices, api_batch),
         }
@@ -153,7 +147,7 @@ def main(config: dict[str, Any]) -> dict[str, Any]:
     lib.llama_batch_free(ours_batch)
     lcp.llama_batch_free(lcp_batch)
     if api_batch is not None:
-        api.lib.llama_batch_free(api_batch)
+        api.llama.llama_batch_free(api_batch)
     lib.llama_model_free(model)
     return {"ns_per_iteration": results, "empty_loop_ns": empty, "n_vocab": expected}
 

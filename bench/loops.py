@@ -179,14 +179,16 @@ def run_mtp(
         "method": (
             f"greedy generation of {n} tokens, {runner.threads} thread(s), n_ctx {runner.n_ctx}, "
             "a fresh process per run; per repeat every configuration runs once, in order (plain, "
-            "then per draft max: ours, upstream). Ours: llama_bindings.runtime with "
+            "then per draft max: upstream, ours). Ours: llama_bindings.runtime with "
             "SpeculativeDecoding(DRAFT_MTP, draft_token_max=k), tokens/s from its metrics "
             "(prompt excluded), after one 2-token warm-up generation on the same context "
             "(upstream warms up too). Upstream: llama-speculative-simple --spec-type draft-mtp "
             "--spec-draft-n-max k --top-k 1 --samplers top_k, tokens/s from its 'decoded N "
             "tokens in T seconds' line (prompt excluded), run against the same libllama and ggml "
-            "(LD_LIBRARY_PATH). Upstream may generate a few tokens past N (it accepts whole "
-            "drafts); a run whose log lacks the statistics (its logger is asynchronous and "
+            "(LD_LIBRARY_PATH). Upstream stops only after a whole draft, a few tokens past N: "
+            "ours then generates as many tokens as upstream decoded in the same repeat, so both "
+            "do the same work (ours_mtp_generated_tokens); a run whose log lacks the statistics "
+            "(its logger is asynchronous and "
             "sometimes loses the last lines at exit) is run again and counted. Acceptance = "
             "accepted / drafted. Peak RSS of the whole process."
         ),
@@ -195,28 +197,36 @@ def run_mtp(
     for kind, model in models.items():
         configs: list[tuple[str, int]] = [("ours_plain", 0)]
         for k in draft_maxes:
-            configs.append((f"ours_mtp_{k}", k))
             if upstream_bin is not None:
                 configs.append((f"upstream_mtp_{k}", k))
+            configs.append((f"ours_mtp_{k}", k))
         tps = {name: Series("tokens/s") for name, _ in configs}
         peak = {name: Series("MB") for name, _ in configs}
         acceptance = {name: Series("accepted/drafted") for name, k in configs if k}
+        counts = {name: Series("tokens") for name, k in configs if name.startswith("ours_mtp")}
         same_as_plain = True
         reruns = 0
         for i in range(repeats):
-            plain_tokens: list[int] | None = None
+            plain_tokens: list[int] = []
+            upstream_count: dict[int, int] = {}
             for name, k in configs:
                 if name.startswith("upstream"):
                     assert upstream_bin is not None
                     r, fig = _upstream_with_statistics(runner, upstream_bin, model, n, k)
                     reruns += fig.pop("reruns")
+                    upstream_count[k] = int(fig["generated_tokens"])
                 else:
-                    r = runner.python(model, n, k, warmup=True)
+                    # as many tokens as upstream decoded with the same draft max (it stops only
+                    # after a whole draft, past n): both runs then do the same work
+                    r = runner.python(model, upstream_count.get(k, n), k, warmup=True)
                     fig = _json_line(r)
                     if k == 0:
                         plain_tokens = fig["tokens"]
-                    elif fig["tokens"] != plain_tokens:
-                        same_as_plain = False
+                    else:
+                        counts[name].add(len(fig["tokens"]))
+                        # ours runs at least as long as plain: its output must start with plain's
+                        if fig["tokens"][: len(plain_tokens)] != plain_tokens:
+                            same_as_plain = False
                 tps[name].add(fig["tokens_per_second"])
                 peak[name].add(r.peak_rss_mb)
                 if k:
@@ -238,6 +248,7 @@ def run_mtp(
             "tokens_per_second": {k: v.summary() for k, v in tps.items()},
             "peak_rss_mb": {k: v.summary() for k, v in peak.items()},
             "acceptance": {k: v.summary() for k, v in acceptance.items()},
+            "ours_mtp_generated_tokens": {k: v.summary() for k, v in counts.items()},
             "speedup_vs_ours_plain": speedup,
             "ours_over_upstream": ours_vs_upstream,
             "ours_mtp_output_equals_plain": same_as_plain,

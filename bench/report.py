@@ -52,7 +52,8 @@ def markdown(result: dict[str, Any], chart_name: str) -> str:
             "",
             c["method"],
             "",
-            "| call | ctypes ns | ours cffi ABI ns | ABI / ctypes | cffi API ns | API / ctypes |",
+            "| call | ctypes ns | ours, ABI-mode fallback ns | ABI / ctypes | "
+            "ours as shipped (API mode) ns | API / ctypes |",
             "|---|---|---|---|---|---|",
         ]
         for case in c["ns"]["cffi_abi"]:

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from bench import calls, generation, loops, report
-from bench.api_module import build as build_api_module
 from bench.stats import log
 
 REPO = Path(__file__).resolve().parent.parent
@@ -85,7 +84,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="folder with upstream's llama-speculative-simple (default: built into the cache)",
     )
     p.add_argument("--no-upstream", action="store_true", help="skip upstream's MTP driver")
-    p.add_argument("--no-api-mode", action="store_true", help="skip the cffi API-mode module")
     p.add_argument("--repeats", type=int, default=5, help="interleaved repeats (%(default)s)")
     p.add_argument("--threads", type=int, default=1, help="llama.cpp threads (%(default)s)")
     p.add_argument("--loop-tokens", type=int, default=128)
@@ -152,14 +150,12 @@ def main(argv: list[str] | None = None) -> int:
         sections["generation"] = generation.run(tree, REPO, cache, args.repeats)
     if "calls" in args.sections:
         log("section 2: foreign-call overhead")
-        api_dir = None
-        if not args.no_api_mode:
-            api_dir = build_api_module(
-                REPO / "generated" / "llama_bindings" / "cdef.h", include_dir, lib_dir, cache
-            )
+        api_mode = llama_bindings.loader.find_api_module(lib_dir) is not None
+        if not api_mode:
+            log(f"no API-mode module in {lib_dir}: measuring cffi ABI mode only")
         n_calls, n_fills = (20_000, 20) if args.quick else (200_000, 200)
         sections["calls"] = calls.run(
-            REPO, lib_dir, cache, _model(cache, "plain", {}), args.repeats, api_dir,
+            REPO, lib_dir, cache, _model(cache, "plain", {}), args.repeats, api_mode,
             calls=n_calls, fills=n_fills,
         )  # fmt: skip
     runner = loops.Runner(REPO, lib_dir, args.threads, 1024)

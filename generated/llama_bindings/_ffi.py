@@ -11,6 +11,8 @@ from typing import Any
 # cffi ships no type information; ``api.pyi`` describes the libraries it opens.
 _cffi: Any = importlib.import_module("cffi")
 
+# sha256 of the declarations; a compiled API-mode module must have been built from the same.
+CDEF_IDENTITY = "8d5f5d0cd25621ba0dfb9a2f70358d60c403e2ba1ddb4494a58e76842882627b"
 CDEF: str = resources.files(__package__).joinpath("cdef.h").read_text(encoding="utf-8")
 ffi: Any = _cffi.FFI()
 ffi.cdef(CDEF)

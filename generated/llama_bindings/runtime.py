@@ -64,6 +64,20 @@ _MTP_FUNCTIONS: Final = (
 )
 
 
+def _fill_batch(batch: Any, tokens: list[int], pos0: int) -> None:
+    """One sequence (0), positions from ``pos0``, logits for the last token only. The flat
+    arrays are filled by cffi slice assignment (one call each, not one per token)."""
+    n = len(tokens)
+    batch.token[0:n] = tokens
+    batch.pos[0:n] = range(pos0, pos0 + n)
+    batch.n_seq_id[0:n] = [1] * n
+    batch.logits[0:n] = [0] * (n - 1) + [1]
+    seq_id = batch.seq_id
+    for i in range(n):
+        seq_id[i][0] = 0
+    batch.n_tokens = n
+
+
 class LlamaRuntimeError(RuntimeError):
     """llama.cpp refused or failed an operation."""
 
@@ -602,13 +616,7 @@ class Context:
                 if run.cancelled():
                     return
                 chunk = head[start : start + n_batch]
-                for i, token in enumerate(chunk):
-                    batch.token[i] = token
-                    batch.pos[i] = start + i
-                    batch.n_seq_id[i] = 1
-                    batch.seq_id[i][0] = 0
-                    batch.logits[i] = i == len(chunk) - 1
-                batch.n_tokens = len(chunk)
+                _fill_batch(batch, chunk, start)
                 status = self._decode(batch)
                 if status != 0:
                     if run.cancelled():

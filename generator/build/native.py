@@ -26,6 +26,7 @@ from typing import Any
 import jinja2
 
 from generator import __version__
+from generator.build import api_module
 from generator.build.build_info import (
     BUILD_INFO_FORMAT,
     BUILD_INFO_NAME,
@@ -49,11 +50,14 @@ from generator.build.platforms import (
     runtime_library_path,
 )
 from generator.build.tree import TreeInfo, read_tree
+from generator.emit import API_MODULE
 from generator.errors import UsageError
 from generator.hashing import file_sha256
+from generator.ir import Interface
 from generator.paths import default_cache_dir, repo_root, templates_dir
 
 ABI_LIBRARY = "llama_bindgen_abi"
+API_MODULE_PREFIX = f"lib/{API_MODULE}"
 ABI_SOURCE = "llama_bindgen_abi.c"
 COMPAT_HEADER = "mingw_compat.h"
 TOOLCHAIN_FILE = "toolchain.cmake"
@@ -130,23 +134,64 @@ def _write_toolchain(tree: TreeInfo, plat: Platform, folder: Path) -> tuple[Path
     return folder / TOOLCHAIN_FILE, compat
 
 
-def abi_identity_source(tree: TreeInfo) -> str:
-    """C source of the ABI identity library for ``tree``: generated from its headers, with the
-    wrapper header when the tree has the MTP API (as the bindings are generated)."""
+def build_interface(tree: TreeInfo) -> tuple[Interface, list[str]]:
+    """The host parse of ``tree`` as the bindings see it (with the wrapper header when the tree
+    has the MTP API), and the headers it covers."""
     from generator.parse.frontend import ClangParseError, parse_interface, tree_source
     from generator.parse.options import HOST_TARGET, ParseOptions
-    from generator.verify.layout_probe import render_abi_identity
 
     wrapper = repo_root() / "native_wrapper" / "llama_mtp.h"
     source = tree_source(tree.root)
     if tree.mtp_api_missing_reason is None and wrapper.is_file():
         try:
             api = parse_interface(ParseOptions(tree.root, wrapper, (HOST_TARGET,)), source)
-            return render_abi_identity(api, ["llama.h", "llama_mtp.h"], source.digest)
+            return api, ["llama.h", "llama_mtp.h"]
         except ClangParseError as exc:
             progress(f"abi: llama_mtp.h does not parse against this tree; leaving it out ({exc})")
-    api = parse_interface(ParseOptions(tree.root, None, (HOST_TARGET,)), source)
-    return render_abi_identity(api, ["llama.h"], source.digest)
+    return parse_interface(ParseOptions(tree.root, None, (HOST_TARGET,)), source), ["llama.h"]
+
+
+def abi_identity_source(tree: TreeInfo, parsed: tuple[Interface, list[str]] | None = None) -> str:
+    """C source of the ABI identity library for ``tree``: generated from its headers, with the
+    wrapper header when the tree has the MTP API (as the bindings are generated)."""
+    from generator.verify.layout_probe import render_abi_identity
+
+    api, headers = parsed if parsed is not None else build_interface(tree)
+    return render_abi_identity(api, headers, api.source.digest)
+
+
+def _native_libraries(info: dict[str, Any]) -> dict[str, str]:
+    """build-info's libraries without the API-mode module."""
+    libraries: dict[str, str] = info.get("libraries") or {}
+    return {k: v for k, v in libraries.items() if not k.startswith(API_MODULE_PREFIX)}
+
+
+def _api_module_record(
+    api: Interface,
+    plat: Platform,
+    platform_dir: Path,
+    bdir: Path,
+    env: dict[str, str],
+    mtp: MtpSupport,
+    reason: str | None,
+    source_sha: str,
+    libraries: dict[str, str],
+) -> dict[str, Any]:
+    """Build the API-mode module when this platform can (adding it to ``libraries``) and return
+    its build-info record; otherwise say why not."""
+    record: dict[str, Any]
+    if reason is None:
+        stems = ["llama", "ggml", "ggml-base", "ggml-cpu"] + (
+            ["llama_mtp"] if mtp.supported else []
+        )
+        linked = [s for s in stems if (platform_dir / "lib" / plat.library_file(s)).exists()]
+        record = api_module.build_api_module(api, plat, platform_dir, bdir / "api", env, linked)
+        libraries[record["file"]] = file_sha256(platform_dir / record["file"])
+    else:
+        record = {"status": "not built", "reason": reason}
+        progress(f"build {plat.name}: API-mode module not built: {reason}")
+    record["source_sha256"] = source_sha
+    return record
 
 
 def _compiler_description(compiler: str) -> str:
@@ -223,10 +268,14 @@ def build_native(
         )
     platform_dir = (out if out is not None else default_out_dir(tree)) / plat.name
     sources_sha = wrapper_sources_sha256()
-    abi_source = abi_identity_source(tree)
+    parsed = build_interface(tree)
+    abi_source = abi_identity_source(tree, parsed)
     abi_sha = hashlib.sha256(abi_source.encode()).hexdigest()
+    api_reason = api_module.why_not_built(plat)
+    api_sha = api_module.source_sha256(parsed[0]) if api_reason is None else api_reason
 
     existing = read_build_info(platform_dir / BUILD_INFO_NAME)
+    bdir = build_dir_for(tree, plat)
     if (
         not force
         and existing is not None
@@ -235,14 +284,26 @@ def build_native(
         and existing.get("commit") == tree.commit
         and existing.get("wrapper_sources_sha256") == sources_sha
         and existing.get("abi_source_sha256") == abi_sha
-        and libraries_intact(platform_dir, existing)
+        and libraries_intact(platform_dir, {"libraries": _native_libraries(existing)})
     ):
         mtp_json = existing.get("mtp", {})
         mtp = MtpSupport(mtp_json.get("status") == "supported", str(mtp_json.get("reason", "")))
-        progress(f"build {plat.name}: up to date in {platform_dir}")
-        return BuildResult(plat, platform_dir, existing, mtp, rebuilt=False)
+        if existing.get("api_module", {}).get("source_sha256") == api_sha and libraries_intact(
+            platform_dir, existing
+        ):
+            progress(f"build {plat.name}: up to date in {platform_dir}")
+            return BuildResult(plat, platform_dir, existing, mtp, rebuilt=False)
+        # the libraries are current; only the API-mode module is missing or stale
+        env = build_environment(default_cache_dir(), [tree.root, bdir])
+        updated = dict(existing)
+        native_libraries = _native_libraries(existing)
+        updated["api_module"] = _api_module_record(
+            parsed[0], plat, platform_dir, bdir, env, mtp, api_reason, api_sha, native_libraries
+        )
+        updated["libraries"] = native_libraries
+        write_build_info(platform_dir / BUILD_INFO_NAME, updated)
+        return BuildResult(plat, platform_dir, updated, mtp, rebuilt=True)
 
-    bdir = build_dir_for(tree, plat)
     cmake_dir = bdir / "cmake"
     stage = bdir / "stage"
     logs = bdir / "logs"
@@ -329,6 +390,10 @@ def build_native(
                 f"{label}: install", logs / "install.log", f"{plat.library_file(stem)} missing"
             )
 
+    api_record = _api_module_record(
+        parsed[0], plat, platform_dir, bdir, env, mtp, api_reason, api_sha, libraries
+    )
+
     recorded_options = dict(options)
     if plat.cross:
         recorded_options["CMAKE_TOOLCHAIN_FILE"] = f"{TOOLCHAIN_FILE} (generated for {plat.name})"
@@ -348,6 +413,7 @@ def build_native(
         "mtp": mtp.to_json(),
         "wrapper_sources_sha256": sources_sha,
         "abi_source_sha256": abi_sha,
+        "api_module": api_record,
         "libraries": libraries,
     }
     write_build_info(platform_dir / BUILD_INFO_NAME, info)

@@ -6,7 +6,6 @@ swapped in only when every file rendered, so a failure leaves the old output as 
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -14,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from generator import __version__
-from generator.emit.cdef import Cdef, build_cdef
+from generator import __version__, jsontext
+from generator.emit.cdef import Cdef, build_cdef, cdef_identity
 from generator.emit.enums import member_names
 from generator.emit.manifest import build_manifest
 from generator.emit.pytypes import PythonTypes
@@ -27,6 +26,9 @@ from generator.verify.cross_abi import cross_abi_context
 PACKAGE_NAME = "llama_bindings"
 LIB_DIR_ENV = "LLAMA_BINDGEN_LIB_DIR"
 SKIP_ABI_CHECK_ENV = "LLAMA_BINDGEN_SKIP_ABI_CHECK"
+CFFI_MODE_ENV = "LLAMA_BINDGEN_CFFI_MODE"
+# The compiled cffi API-mode module ``llama-bindgen build`` puts beside the libraries.
+API_MODULE = "_llama_bindings_api"
 LIBRARY_CLASSES = (
     ("llama", "LlamaLibrary"),
     ("ggml", "GgmlLibrary"),
@@ -62,7 +64,8 @@ class EmitResult:
 
 
 def _json_text(data: Any) -> str:
-    return json.dumps(data, indent=2, sort_keys=True)
+    """The ABI manifest: targets -> target -> structs/enums -> one layout per line."""
+    return jsontext.dumps(data, depth=4)
 
 
 def _deprecation(message: str | None) -> str:
@@ -133,6 +136,9 @@ def build_context(api: Interface) -> tuple[dict[str, Any], Cdef]:
         "lib_dir_env": LIB_DIR_ENV,
         "skip_env": SKIP_ABI_CHECK_ENV,
         "cdef": cdef,
+        "cdef_identity": cdef_identity(cdef),
+        "api_module": API_MODULE,
+        "cffi_mode_env": CFFI_MODE_ENV,
         "records": records,
         "libraries": libraries,
         "aliases": [(alias, name) for name, alias in sorted(aliases.items())],

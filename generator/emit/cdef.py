@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 from generator.emit.support import SupportCheck, Unsupported
@@ -23,6 +24,20 @@ class Cdef:
     bound_records: list[Record] = field(default_factory=list)
     bound_typedefs: list[Typedef] = field(default_factory=list)
     unsupported: list[Unsupported] = field(default_factory=list)
+
+
+def declarations_text(cdef: Cdef, functions: list[str] | None = None) -> str:
+    """The declarations of ``cdef`` (no comments), with ``functions`` instead of all bound
+    function lines when given: what the API-mode module compiles."""
+    parts = [*cdef.forward_declarations, *cdef.enums, *cdef.types]
+    parts += cdef.functions if functions is None else functions
+    return "\n".join(parts) + "\n"
+
+
+def cdef_identity(cdef: Cdef) -> str:
+    """sha256 of the declarations: the generated bindings record it, and the compiled API-mode
+    module returns the value it was built from, so the loader can tell they match."""
+    return hashlib.sha256(declarations_text(cdef).encode()).hexdigest()
 
 
 def enum_definition(enum: Enum) -> str:

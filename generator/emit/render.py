@@ -3,8 +3,33 @@
 from __future__ import annotations
 
 import jinja2
+from jinja2.bccache import Bucket
 
-from generator.paths import templates_dir
+from generator.paths import default_cache_dir, templates_dir
+
+BYTECODE_FOLDER = "jinja-bytecode"
+
+
+class _BestEffortBytecodeCache(jinja2.FileSystemBytecodeCache):
+    """Compiled templates kept in the cache folder, like ``.pyc`` files: compiling the templates
+    was a tenth of ``generate``'s run time. jinja2 keys each entry by the template's source
+    checksum and its own and Python's versions, so an edited template is compiled again. A cache
+    that cannot be written only costs the compile."""
+
+    def dump_bytecode(self, bucket: Bucket) -> None:
+        try:
+            super().dump_bytecode(bucket)
+        except OSError:
+            pass
+
+
+def _bytecode_cache() -> jinja2.BytecodeCache | None:
+    folder = default_cache_dir() / BYTECODE_FOLDER
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return _BestEffortBytecodeCache(str(folder))
 
 
 def _escape(char: str) -> str:
@@ -16,7 +41,8 @@ def docstring(text: str, indent: int = 0) -> str:
     """Text safe inside a triple-quoted docstring, continuation lines indented."""
     safe = text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
     # ASCII only: non-ASCII characters become escapes (ruff flags look-alike characters)
-    safe = "".join(c if ord(c) < 128 else _escape(c) for c in safe)
+    if not safe.isascii():
+        safe = "".join(c if ord(c) < 128 else _escape(c) for c in safe)
     if safe.endswith('"'):
         safe += " "
     pad = " " * indent
@@ -36,6 +62,7 @@ def environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
         autoescape=False,
+        bytecode_cache=_bytecode_cache(),
     )
     env.filters["docstring"] = docstring
     env.globals["docblock"] = docblock

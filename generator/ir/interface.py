@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from generator import jsontext
 from generator.ir.constant import Constant
 from generator.ir.enum_decl import Enum
 from generator.ir.function import Function
@@ -115,8 +116,8 @@ class Interface:
         }
 
     def dumps(self) -> str:
-        """The canonical JSON text: sorted keys, two-space indent, trailing newline."""
-        return json.dumps(self.to_json(), indent=2, sort_keys=True) + "\n"
+        """The canonical JSON text: sorted keys, one declaration per line, trailing newline."""
+        return jsontext.dumps(self.to_json(), depth=2) + "\n"
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> Interface:

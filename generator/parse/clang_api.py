@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from clang.cindex import (  # re-exported for generator.parse
     AvailabilityKind,
@@ -98,12 +97,15 @@ def diagnostics(tu: TranslationUnit) -> list[ClangDiagnostic]:
     return found
 
 
-def location_file(cursor: Cursor) -> Path | None:
-    """The file a cursor is declared in, or ``None`` for built-ins."""
-    loc = cursor.location
-    if loc.file is None:
+def location_file(cursor: Cursor) -> str | None:
+    """The name of the file a cursor is declared in, as clang spells it, or ``None`` for
+    built-ins. A plain string: the parser asks for every cursor, and ``Path`` objects cost more
+    than the libclang call."""
+    file = cursor.location.file
+    if file is None:
         return None
-    return Path(loc.file.name)
+    name: str = file.name
+    return name
 
 
 def walk(cursor: Cursor) -> Iterator[Cursor]:

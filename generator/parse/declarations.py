@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from generator.ir.constant import Constant
 from generator.ir.ctype import CType, CTypeKind
@@ -18,6 +18,7 @@ from generator.parse.clang_api import (
     CursorKind,
     StorageClass,
     TranslationUnit,
+    Type,
     TypeKind,
     is_anonymous_record,
     is_macro_function_like,
@@ -28,6 +29,7 @@ from generator.parse.options import ParseOptions
 from generator.parse.types import convert
 
 _RECORD_KINDS = (CursorKind.STRUCT_DECL, CursorKind.UNION_DECL)
+_SKIPPED_KINDS = frozenset((CursorKind.MACRO_INSTANTIATION, CursorKind.INCLUSION_DIRECTIVE))
 
 
 @dataclass
@@ -96,16 +98,29 @@ class _Collector:
         self.options = options
         self.result = Declarations()
         self._declared_records: dict[str, tuple[RecordKind, str]] = {}
-        self._record_cursors: dict[str, Cursor] = {}
+        self._converted: dict[str, CType] = {}
 
-    def header_of(self, cursor: Cursor) -> tuple[Path, str] | None:
+    def convert(self, ctype: Type) -> CType:
+        """``convert`` once per type spelling: a C type's spelling names it within one
+        translation unit (unnamed records and enums are spelled with their location), and the
+        ~3,300 parameters of llama.h and ggml use a few hundred types."""
+        spelling: str = ctype.spelling
+        found = self._converted.get(spelling)
+        if found is None:
+            found = self._converted[spelling] = convert(ctype)
+        return found
+
+    def header_of(self, cursor: Cursor) -> tuple[str, str] | None:
+        """(clang's file name, its base name) when the cursor is declared in one of our headers."""
         path = location_file(cursor)
         if path is None or self.options.library_of(path) is None:
             return None
-        return path, path.name
+        return path, os.path.basename(path)
 
     def visit(self, cursor: Cursor) -> None:
         for child in walk(cursor):
+            if child.kind in _SKIPPED_KINDS:
+                continue  # a third of a translation unit's cursors: not worth a location lookup
             where = self.header_of(child)
             if where is None:
                 continue
@@ -130,20 +145,20 @@ class _Collector:
         if cursor.spelling not in self.result.macros:
             self.result.macros[cursor.spelling] = header
 
-    def function(self, cursor: Cursor, path: Path, header: str) -> None:
+    def function(self, cursor: Cursor, path: str, header: str) -> None:
         name = cursor.spelling
         if name in self.result.functions:
             return
         library = self.options.library_of(path)
         assert library is not None
-        params = tuple(Param(a.spelling, convert(a.type)) for a in cursor.get_arguments())
+        params = tuple(Param(a.spelling, self.convert(a.type)) for a in cursor.get_arguments())
         variadic = cursor.type.kind == TypeKind.FUNCTIONPROTO and bool(
             cursor.type.is_function_variadic()
         )
         deprecated = "" if cursor.availability == AvailabilityKind.DEPRECATED else None
         self.result.functions[name] = Function(
             name=name,
-            result=convert(cursor.result_type),
+            result=self.convert(cursor.result_type),
             params=params,
             variadic=variadic,
             header=header,
@@ -246,13 +261,14 @@ def collect_layouts(
 
     def visit(cursor: Cursor) -> None:
         for child in walk(cursor):
-            if child.kind in _RECORD_KINDS or child.kind == CursorKind.TYPEDEF_DECL:
+            kind = child.kind
+            if kind in _RECORD_KINDS or kind == CursorKind.TYPEDEF_DECL:
                 visit(child)
-            if child.kind in _RECORD_KINDS and child.is_definition() and not child.is_anonymous():
+            if kind in _RECORD_KINDS and child.is_definition() and not child.is_anonymous():
                 record = records.get(child.spelling)
                 if record is not None and not record.opaque and child.spelling not in found.records:
                     found.records[child.spelling] = record_layout(child, record.fields)
-            elif child.kind == CursorKind.ENUM_DECL and child.is_definition():
+            elif kind == CursorKind.ENUM_DECL and child.is_definition():
                 if child.spelling in enum_names and child.spelling not in found.enum_sizes:
                     found.enum_sizes[child.spelling] = int(child.type.get_size())
 

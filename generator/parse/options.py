@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +24,7 @@ DEFAULT_TARGETS: tuple[str, ...] = (
 ENTRY_NAME = "llama_bindgen_entry.c"
 
 
+@functools.lru_cache(maxsize=1)
 def freestanding_dir() -> Path:
     """The minimal libc headers (package data) that make parsing work without a sysroot."""
     return Path(__file__).resolve().parent.parent / "freestanding"
@@ -71,19 +73,43 @@ class ParseOptions:
             lines.append(f'#include "{self.wrapper_header.name}"')
         return "\n".join(lines) + "\n"
 
-    def library_of(self, header: Path) -> Library | None:
-        """Which library a declaration in ``header`` belongs to; ``None`` if not ours."""
-        resolved = _resolved(header)
-        if self.wrapper_header is not None and resolved == _resolved(self.wrapper_header):
-            return "llama_mtp"
-        if resolved.parent == _resolved(self.llama_include):
-            return "llama"
-        if resolved.parent == _resolved(self.ggml_include):
-            return "ggml"
-        return None
+    def library_of(self, header: str) -> Library | None:
+        """Which library a declaration in file ``header`` (as clang names it) belongs to;
+        ``None`` if not ours. Answered once per file name: the parser asks for every cursor."""
+        return _library_of(header, *self._library_folders)
+
+    @functools.cached_property
+    def _library_folders(self) -> tuple[str | None, str, str]:
+        """The wrapper header, llama's and ggml's include folders, resolved."""
+        wrapper = self.wrapper_header
+        return (
+            _resolved(str(wrapper)) if wrapper is not None else None,
+            _resolved(str(self.llama_include)),
+            _resolved(str(self.ggml_include)),
+        )
 
 
 @functools.lru_cache(maxsize=4096)
-def _resolved(path: Path) -> Path:
-    """``path.resolve()``, once per path: the parser asks for every declaration's header."""
-    return path.resolve()
+def _library_of(
+    header: str, wrapper: str | None, llama_include: str, ggml_include: str
+) -> Library | None:
+    resolved = _resolved(header)
+    if wrapper is not None and resolved == wrapper:
+        return "llama_mtp"
+    folder = os.path.dirname(resolved)
+    if folder == llama_include:
+        return "llama"
+    if folder == ggml_include:
+        return "ggml"
+    return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _resolved(path: str) -> str:
+    """``os.path.realpath``, once per path string."""
+    return os.path.realpath(path)
+
+
+def is_freestanding_header(header: str) -> bool:
+    """Whether clang's file name ``header`` is one of our minimal libc headers."""
+    return os.path.dirname(_resolved(header)) == _resolved(str(freestanding_dir()))

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from generator.ir.ctype import CType, CTypeKind
 from generator.parse.clang_api import Type, TypeKind, location_file
-from generator.parse.options import freestanding_dir
+from generator.parse.options import is_freestanding_header
 
 _BUILTINS: dict[TypeKind, str] = {
     TypeKind.VOID: "void",
@@ -34,8 +34,8 @@ class UnsupportedType(Exception):
 
 
 def _from_freestanding(ctype: Type) -> bool:
-    path = location_file(ctype.get_declaration())
-    return path is not None and path.resolve().parent == freestanding_dir()
+    name = location_file(ctype.get_declaration())
+    return name is not None and is_freestanding_header(name)
 
 
 def convert(ctype: Type) -> CType:
