@@ -166,6 +166,18 @@ def run_loop(runner: Runner, driver: Path, model: Path, n: int, repeats: int) ->
     }
 
 
+def _ordered(configs: list[tuple[str, int]], swap: bool) -> list[tuple[str, int]]:
+    """``configs`` with each upstream/ours pair swapped when ``swap``: alternate repeats run ours
+    first, so an order effect (caches, clock) does not favour one side."""
+    if not swap:
+        return configs
+    out = list(configs)
+    for j in range(len(out) - 1):
+        if out[j][0].startswith("upstream") and out[j + 1][0].startswith("ours"):
+            out[j], out[j + 1] = out[j + 1], out[j]
+    return out
+
+
 def run_mtp(
     runner: Runner,
     upstream_bin: Path | None,
@@ -179,17 +191,18 @@ def run_mtp(
         "method": (
             f"greedy generation of {n} tokens, {runner.threads} thread(s), n_ctx {runner.n_ctx}, "
             "a fresh process per run; per repeat every configuration runs once, in order (plain, "
-            "then per draft max: upstream, ours). Ours: llama_bindings.runtime with "
+            "then per draft max: upstream and ours, ours first in every other repeat). Ours: "
+            "llama_bindings.runtime with "
             "SpeculativeDecoding(DRAFT_MTP, draft_token_max=k), tokens/s from its metrics "
             "(prompt excluded), after one 2-token warm-up generation on the same context "
             "(upstream warms up too). Upstream: llama-speculative-simple --spec-type draft-mtp "
             "--spec-draft-n-max k --top-k 1 --samplers top_k, tokens/s from its 'decoded N "
             "tokens in T seconds' line (prompt excluded), run against the same libllama and ggml "
             "(LD_LIBRARY_PATH). Upstream stops only after a whole draft, a few tokens past N: "
-            "ours then generates as many tokens as upstream decoded in the same repeat, so both "
-            "do the same work (ours_mtp_generated_tokens); a run whose log lacks the statistics "
-            "(its logger is asynchronous and "
-            "sometimes loses the last lines at exit) is run again and counted. Acceptance = "
+            "ours then generates as many tokens as upstream decodes (the same count in every "
+            "repeat, checked), so both do the same work (ours_mtp_generated_tokens); a run whose "
+            "log lacks the statistics (its logger is asynchronous and sometimes loses the last "
+            "lines at exit) is run again and counted. Acceptance = "
             "accepted / drafted. Peak RSS of the whole process."
         ),
         "models": {},
@@ -206,15 +219,17 @@ def run_mtp(
         counts = {name: Series("tokens") for name, k in configs if name.startswith("ours_mtp")}
         same_as_plain = True
         reruns = 0
+        upstream_count: dict[int, int] = {}
         for i in range(repeats):
             plain_tokens: list[int] = []
-            upstream_count: dict[int, int] = {}
-            for name, k in configs:
+            for name, k in _ordered(configs, swap=i % 2 == 1 and upstream_bin is not None):
                 if name.startswith("upstream"):
                     assert upstream_bin is not None
                     r, fig = _upstream_with_statistics(runner, upstream_bin, model, n, k)
                     reruns += fig.pop("reruns")
-                    upstream_count[k] = int(fig["generated_tokens"])
+                    count = int(fig["generated_tokens"])
+                    if upstream_count.setdefault(k, count) != count:
+                        raise RuntimeError(f"upstream's token count changed: {count} (n_max {k})")
                 else:
                     # as many tokens as upstream decoded with the same draft max (it stops only
                     # after a whole draft, past n): both runs then do the same work
