@@ -151,12 +151,11 @@ def build_interface(tree: TreeInfo) -> tuple[Interface, list[str]]:
     return parse_interface(ParseOptions(tree.root, None, (HOST_TARGET,)), source), ["llama.h"]
 
 
-def abi_identity_source(tree: TreeInfo, parsed: tuple[Interface, list[str]] | None = None) -> str:
-    """C source of the ABI identity library for ``tree``: generated from its headers, with the
-    wrapper header when the tree has the MTP API (as the bindings are generated)."""
+def abi_identity_source(api: Interface, headers: list[str]) -> str:
+    """C source of the ABI identity library: generated from the build's parse of its headers
+    (``build_interface``), so it describes the declarations the bindings describe."""
     from generator.verify.layout_probe import render_abi_identity
 
-    api, headers = parsed if parsed is not None else build_interface(tree)
     return render_abi_identity(api, headers, api.source.digest)
 
 
@@ -269,7 +268,7 @@ def build_native(
     platform_dir = (out if out is not None else default_out_dir(tree)) / plat.name
     sources_sha = wrapper_sources_sha256()
     parsed = build_interface(tree)
-    abi_source = abi_identity_source(tree, parsed)
+    abi_source = abi_identity_source(*parsed)
     abi_sha = hashlib.sha256(abi_source.encode()).hexdigest()
     api_reason = api_module.why_not_built(plat)
     api_sha = api_module.source_sha256(parsed[0]) if api_reason is None else api_reason
