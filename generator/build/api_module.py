@@ -38,11 +38,10 @@ ABI3_SUFFIX = ".abi3.so"
 
 @dataclass(frozen=True)
 class ApiModuleSource:
-    """What the module is compiled from: C source, the declarations' identity, the headers."""
+    """What the module is compiled from: C source and the declarations' identity."""
 
     c_source: str
     identity: str
-    headers: tuple[str, ...]
     left_out: tuple[str, ...]  # declared functions no built library exports
 
 
@@ -92,14 +91,14 @@ def api_module_source(api: Interface, exported: set[str]) -> ApiModuleSource:
         path = Path(tmp) / f"{API_MODULE}.c"
         ffi.emit_c_code(str(path))
         c_source = path.read_text(encoding="utf-8")
-    return ApiModuleSource(c_source, identity, headers, left_out)
+    return ApiModuleSource(c_source, identity, left_out)
 
 
 def source_sha256(api: Interface) -> str:
     """What decides whether a built module is current: the declarations and cffi's version."""
     import cffi
 
-    text = declarations_text(build_cdef(api)) + cffi.__version__
+    text = cdef_identity(build_cdef(api)) + cffi.__version__
     return hashlib.sha256(text.encode()).hexdigest()
 
 
