@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from generator.build.cmake_driver import BuildError, ccache_path, run_step
-from generator.build.platforms import Platform
 from generator.emit import API_MODULE
 from generator.emit.cdef import build_cdef, cdef_identity, declarations_text
 from generator.ir import Interface
+from generator.platforms import Platform, Toolchain
 from generator.symbols import exported_functions_of
 
 IDENTITY_FUNCTION = "llama_bindgen_api_identity"
@@ -45,12 +45,17 @@ class ApiModuleSource:
     left_out: tuple[str, ...]  # declared functions no built library exports
 
 
-def why_not_built(plat: Platform) -> str | None:
+def why_not_built(plat: Platform, toolchain: Toolchain) -> str | None:
     """``None`` when this build can make the module, else the reason it cannot."""
-    if plat.cross:
+    if toolchain.cross:
         return (
             f"{plat.name} is a cross build: compiling a CPython extension needs that platform's "
             "Python headers; the bindings use cffi's ABI mode there"
+        )
+    if plat.binary_format != "elf":
+        return (
+            f"the API-mode module is built for Linux so far, not {plat.name}; the bindings use "
+            "cffi's ABI mode there"
         )
     if ABI3_SUFFIX not in importlib.machinery.EXTENSION_SUFFIXES:
         return f"this Python does not load {ABI3_SUFFIX} extensions"
@@ -105,6 +110,7 @@ def source_sha256(api: Interface) -> str:
 def build_api_module(
     api: Interface,
     plat: Platform,
+    compiler: str,
     platform_dir: Path,
     work: Path,
     env: dict[str, str],
@@ -124,7 +130,7 @@ def build_api_module(
     launcher = ccache_path()
     argv = [
         *([launcher] if launcher else []),
-        plat.c_compiler,
+        compiler,
         "-shared",
         "-fPIC",
         "-O2",

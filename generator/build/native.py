@@ -43,18 +43,20 @@ from generator.build.cmake_driver import (
     progress,
     run_step,
 )
-from generator.build.platforms import (
-    BASE_CMAKE_OPTIONS,
-    Platform,
-    get_platform,
-    runtime_library_path,
-)
 from generator.build.tree import TreeInfo, read_tree
 from generator.emit import API_MODULE
 from generator.errors import UsageError
 from generator.hashing import file_sha256
 from generator.ir import Interface
 from generator.paths import default_cache_dir, repo_root, templates_dir
+from generator.platforms import (
+    BASE_CMAKE_OPTIONS,
+    Platform,
+    Toolchain,
+    get_platform,
+    host_toolchain,
+    runtime_library_path,
+)
 
 ABI_LIBRARY = "llama_bindgen_abi"
 API_MODULE_PREFIX = f"lib/{API_MODULE}"
@@ -85,9 +87,11 @@ def default_out_dir(tree: TreeInfo) -> Path:
 
 
 def build_dir_for(tree: TreeInfo, plat: Platform) -> Path:
-    """One build folder per platform, commit and tree location (two copies of one commit, say a
-    patched copy in a test, must not share a CMake cache)."""
-    where = hashlib.sha256(str(tree.root).encode()).hexdigest()[:8]
+    """One build folder per platform, commit, tree location and wrapper source folder: two copies
+    of one commit (say a patched copy in a test), or two checkouts of this project building one
+    tree, must not share a CMake cache (CMake refuses a cache made from another source folder)."""
+    sources = f"{tree.root}\0{repo_root() / 'native_wrapper'}"
+    where = hashlib.sha256(sources.encode()).hexdigest()[:8]
     return default_cache_dir() / "build" / f"{plat.name}-{tree.commit12}-{where}"
 
 
@@ -102,11 +106,11 @@ def _render(template: str, dest: Path, **context: Any) -> None:
     dest.write_text(env.get_template(template).render(**context), encoding="utf-8")
 
 
-def _needs_mingw_compat(plat: Platform) -> bool:
+def _needs_mingw_compat(plat: Platform, toolchain: Toolchain) -> bool:
     """Debian's mingw-w64 10 headers lack THREAD_POWER_THROTTLING_STATE, which ggml-cpu.c uses."""
-    if plat.binary_format != "pe" or plat.sysroot is None:
+    if plat.library_style != "mingw" or toolchain.sysroot is None:
         return False
-    header = Path(plat.sysroot) / "include" / "processthreadsapi.h"
+    header = Path(toolchain.sysroot) / "include" / "processthreadsapi.h"
     try:
         text = header.read_text(encoding="utf-8", errors="replace")
     except OSError:
@@ -114,11 +118,14 @@ def _needs_mingw_compat(plat: Platform) -> bool:
     return "THREAD_POWER_THROTTLING_CURRENT_VERSION" not in text
 
 
-def _write_toolchain(tree: TreeInfo, plat: Platform, folder: Path) -> tuple[Path, bool]:
+def _write_toolchain(
+    tree: TreeInfo, plat: Platform, toolchain: Toolchain, folder: Path
+) -> tuple[Path, bool]:
     folder.mkdir(parents=True, exist_ok=True)
-    compat = _needs_mingw_compat(plat)
+    compat = _needs_mingw_compat(plat, toolchain)
     context = {
         "platform": plat,
+        "toolchain": toolchain,
         "generator_version": __version__,
         "tag": tree.tag,
         "commit": tree.commit,
@@ -138,7 +145,8 @@ def build_interface(tree: TreeInfo) -> tuple[Interface, list[str]]:
     """The host parse of ``tree`` as the bindings see it (with the wrapper header when the tree
     has the MTP API), and the headers it covers."""
     from generator.parse.frontend import ClangParseError, parse_interface, tree_source
-    from generator.parse.options import HOST_TARGET, ParseOptions
+    from generator.parse.options import ParseOptions
+    from generator.platforms import HOST_TARGET
 
     wrapper = repo_root() / "native_wrapper" / "llama_mtp.h"
     source = tree_source(tree.root)
@@ -168,6 +176,7 @@ def _native_libraries(info: dict[str, Any]) -> dict[str, str]:
 def _api_module_record(
     api: Interface,
     plat: Platform,
+    toolchain: Toolchain,
     platform_dir: Path,
     bdir: Path,
     env: dict[str, str],
@@ -184,7 +193,9 @@ def _api_module_record(
             ["llama_mtp"] if mtp.supported else []
         )
         linked = [s for s in stems if (platform_dir / "lib" / plat.library_file(s)).exists()]
-        record = api_module.build_api_module(api, plat, platform_dir, bdir / "api", env, linked)
+        record = api_module.build_api_module(
+            api, plat, toolchain.c_compiler, platform_dir, bdir / "api", env, linked
+        )
         libraries[record["file"]] = file_sha256(platform_dir / record["file"])
     else:
         record = {"status": "not built", "reason": reason}
@@ -210,13 +221,9 @@ def _read_mtp_status(cmake_dir: Path) -> MtpSupport:
     return MtpSupport(False, text.removeprefix("unsupported:").strip())
 
 
-def _is_shared_library(plat: Platform, path: Path) -> bool:
-    if plat.binary_format == "pe":
-        return path.suffix == ".dll"
-    return path.name.endswith(".so") or ".so." in path.name
-
-
-def _assemble(plat: Platform, stage: Path, platform_dir: Path) -> dict[str, str]:
+def _assemble(
+    plat: Platform, toolchain: Toolchain, stage: Path, platform_dir: Path
+) -> dict[str, str]:
     """Copy libraries and headers from the install stage; return {relative lib path: sha256}."""
     if platform_dir.exists():
         shutil.rmtree(platform_dir)
@@ -229,13 +236,13 @@ def _assemble(plat: Platform, stage: Path, platform_dir: Path) -> dict[str, str]
         if not folder.is_dir():
             continue
         for path in sorted(folder.iterdir()):
-            if (path.is_file() or path.is_symlink()) and _is_shared_library(plat, path):
+            if (path.is_file() or path.is_symlink()) and plat.is_shared_library(path):
                 shutil.copy2(path, lib_out / path.name, follow_symlinks=False)
-    for name in plat.runtime_libraries:
-        found = runtime_library_path(plat, name)
+    for name in toolchain.runtime_libraries:
+        found = runtime_library_path(toolchain, name)
         if found is None:
             raise UsageError(
-                f"{plat.name}: runtime library {name} not found in {plat.runtime_dirs}"
+                f"{plat.name}: runtime library {name} not found in {toolchain.runtime_dirs}"
             )
         shutil.copy2(found, lib_out / name)
     for path in sorted((stage / "include").glob("*.h")):
@@ -259,18 +266,19 @@ def build_native(
         raise UsageError(f"--jobs must be at least 1, got {jobs}")
     tree = read_tree(tree_root)
     plat = get_platform(platform_name)
-    missing = plat.missing_tools()
+    toolchain = host_toolchain(plat)
+    missing = toolchain.missing_tools()
     if missing:
-        raise UsageError(
-            f"{plat.name}: missing tools {', '.join(missing)} "
-            f"(Debian packages: {' '.join(plat.apt_packages)})"
-        )
-    platform_dir = (out if out is not None else default_out_dir(tree)) / plat.name
+        packages = f" (Debian packages: {' '.join(toolchain.apt_packages)})" if (
+            toolchain.apt_packages) else ""  # fmt: skip
+        raise UsageError(f"{plat.name}: missing tools {', '.join(missing)}{packages}")
+    # absolute: the gates run programs from other folders against these libraries
+    platform_dir = (out if out is not None else default_out_dir(tree)).resolve() / plat.name
     sources_sha = wrapper_sources_sha256()
     parsed = build_interface(tree)
     abi_source = abi_identity_source(*parsed)
     abi_sha = hashlib.sha256(abi_source.encode()).hexdigest()
-    api_reason = api_module.why_not_built(plat)
+    api_reason = api_module.why_not_built(plat, toolchain)
     api_sha = api_module.source_sha256(parsed[0]) if api_reason is None else api_reason
 
     existing = read_build_info(platform_dir / BUILD_INFO_NAME)
@@ -297,7 +305,16 @@ def build_native(
         updated = dict(existing)
         native_libraries = _native_libraries(existing)
         updated["api_module"] = _api_module_record(
-            parsed[0], plat, platform_dir, bdir, env, mtp, api_reason, api_sha, native_libraries
+            parsed[0],
+            plat,
+            toolchain,
+            platform_dir,
+            bdir,
+            env,
+            mtp,
+            api_reason,
+            api_sha,
+            native_libraries,
         )
         updated["libraries"] = native_libraries
         write_build_info(platform_dir / BUILD_INFO_NAME, updated)
@@ -307,7 +324,7 @@ def build_native(
     stage = bdir / "stage"
     logs = bdir / "logs"
     options = dict(BASE_CMAKE_OPTIONS)
-    options.update(plat.cmake_options)
+    options.update(toolchain.cmake_options)
     options["LLAMA_MTP_LLAMA_COMMIT"] = tree.commit
 
     abi_path = bdir / "abi" / ABI_SOURCE
@@ -318,13 +335,15 @@ def build_native(
     defines += [f"-DLLAMA_CPP_DIR={tree.root}", f"-DCMAKE_INSTALL_PREFIX={stage}"]
     defines.append(f"-DLLAMA_BINDGEN_ABI_SOURCE={abi_path}")
     compat = False
-    if plat.cross:
-        toolchain, compat = _write_toolchain(tree, plat, bdir / "toolchain")
-        defines.append(f"-DCMAKE_TOOLCHAIN_FILE={toolchain}")
+    if toolchain.cmake_toolchain == "generated":
+        toolchain_file, compat = _write_toolchain(tree, plat, toolchain, bdir / "toolchain")
+        defines.append(f"-DCMAKE_TOOLCHAIN_FILE={toolchain_file}")
+    elif toolchain.cmake_toolchain == "android-ndk":
+        defines.append(f"-DCMAKE_TOOLCHAIN_FILE={toolchain.android_toolchain_file()}")
     else:
         defines += [
-            f"-DCMAKE_C_COMPILER={plat.c_compiler}",
-            f"-DCMAKE_CXX_COMPILER={plat.cxx_compiler}",
+            f"-DCMAKE_C_COMPILER={toolchain.c_compiler}",
+            f"-DCMAKE_CXX_COMPILER={toolchain.cxx_compiler}",
         ]
     launcher = ccache_path()
     if launcher:
@@ -378,7 +397,7 @@ def build_native(
         shutil.rmtree(stage)
     run_step(f"{label}: install", ["cmake", "--install", str(cmake_dir)], logs / "install.log", env)
 
-    libraries = _assemble(plat, stage, platform_dir)
+    libraries = _assemble(plat, toolchain, stage, platform_dir)
     expected = ["llama", "ggml", ABI_LIBRARY] + (["llama_mtp"] if mtp.supported else [])
     for stem in expected:
         if (
@@ -390,12 +409,14 @@ def build_native(
             )
 
     api_record = _api_module_record(
-        parsed[0], plat, platform_dir, bdir, env, mtp, api_reason, api_sha, libraries
+        parsed[0], plat, toolchain, platform_dir, bdir, env, mtp, api_reason, api_sha, libraries
     )
 
     recorded_options = dict(options)
-    if plat.cross:
+    if toolchain.cmake_toolchain == "generated":
         recorded_options["CMAKE_TOOLCHAIN_FILE"] = f"{TOOLCHAIN_FILE} (generated for {plat.name})"
+    elif toolchain.cmake_toolchain == "android-ndk":
+        recorded_options["CMAKE_TOOLCHAIN_FILE"] = "android.toolchain.cmake (the Android NDK's)"
     info: dict[str, Any] = {
         "format": BUILD_INFO_FORMAT,
         "generator_version": __version__,
@@ -403,8 +424,8 @@ def build_native(
         "tag": tree.tag,
         "commit": tree.commit,
         "compiler": {
-            "c": _compiler_description(plat.c_compiler),
-            "cxx": _compiler_description(plat.cxx_compiler),
+            "c": _compiler_description(toolchain.c_compiler),
+            "cxx": _compiler_description(toolchain.cxx_compiler),
             "ccache": bool(launcher),
             "mingw_compat_header": compat,
         },

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from generator.build.native import build_native
-from generator.build.platforms import PLATFORMS
+from generator.platforms import BUILT_BACKENDS, PLATFORMS
 
 
 def register(subparsers: Any) -> None:
@@ -27,7 +27,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--backend",
         default="cpu",
-        choices=["cpu"],
+        choices=list(BUILT_BACKENDS),
         help="compute backend; only cpu is built so far (GPU backends: see the README)",
     )
     parser.add_argument("--jobs", "-j", type=int, default=2, help="parallel compile jobs (2)")

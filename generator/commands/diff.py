@@ -11,7 +11,7 @@ from generator.diff import compare
 from generator.diff.report import render_json, render_markdown
 from generator.errors import BindgenError, UsageError
 from generator.ir import Interface
-from generator.parse.options import DEFAULT_TARGETS
+from generator.platforms import DEFAULT_TARGETS
 
 
 def register(subparsers: Any) -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from generator.emit import PACKAGE_NAME, emit_package
-from generator.parse.options import DEFAULT_TARGETS
 from generator.paths import repo_root
+from generator.platforms import DEFAULT_TARGETS
 
 
 def register(subparsers: Any) -> None:

@@ -15,8 +15,9 @@ from generator.ir.interface import Interface, SkippedMacro, Source
 from generator.ir.record import RecordLayout
 from generator.parse import declarations, probes
 from generator.parse.clang_api import TranslationUnit, diagnostics, parse
-from generator.parse.options import DEFAULT_TARGETS, ENTRY_NAME, HOST_TARGET, ParseOptions
+from generator.parse.options import ENTRY_NAME, ParseOptions
 from generator.parse.types import UnsupportedType
+from generator.platforms import DEFAULT_TARGETS, HOST_TARGET
 from generator.sources.tree_metadata import TREE_METADATA, load_tree_metadata
 
 __all__ = [

@@ -8,19 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from generator.ir.function import Library
+from generator.platforms import DEFAULT_TARGETS, HOST_TARGET
 
-HOST_TARGET = "x86_64-linux-gnu"
-DEFAULT_TARGETS: tuple[str, ...] = (
-    "x86_64-linux-gnu",
-    "aarch64-linux-gnu",
-    "x86_64-pc-windows-msvc",
-    "x86_64-w64-windows-gnu",
-    "aarch64-pc-windows-msvc",
-    "arm64-apple-darwin",
-    "x86_64-apple-darwin",
-    "aarch64-linux-android",
-    "x86_64-linux-android",
-)
 ENTRY_NAME = "llama_bindgen_entry.c"
 
 

@@ -9,10 +9,12 @@ numbers are then still the real compiler's, only not executed.
 
 from __future__ import annotations
 
+import os
 import shutil
 import struct
 import subprocess
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import jinja2
@@ -21,6 +23,7 @@ from generator import __version__
 from generator.errors import BindgenError
 from generator.ir.interface import Interface
 from generator.paths import templates_dir
+from generator.platforms import CannotRunError, Platform, execution_here, host_toolchain
 
 # "LLAMABND" and "LAYOUT01" as little-endian 64-bit words: every target we build is little-endian.
 MAGIC = (
@@ -51,6 +54,23 @@ class ProbeRunner:
     compiler: str
     run_prefix: tuple[str, ...] | None  # None: read the compiled object instead of running
     how: str  # words for reports: "ran natively", "ran under qemu-aarch64", ...
+    env: Mapping[str, str] = field(default_factory=dict)  # added to the run's environment
+    exe_suffix: str = ""
+
+
+def probe_runner(plat: Platform) -> ProbeRunner:
+    """The probe for ``plat`` on this machine: compiled by the toolchain that builds it here,
+    run where the registry says its programs run, else read from the compiled object."""
+    compiler = host_toolchain(plat).c_compiler
+    suffix = ".exe" if plat.binary_format == "pe" else ""
+    try:
+        run = execution_here(plat)
+    except CannotRunError as exc:
+        how = f"read from the compiled object (not executed: {exc})"
+        return ProbeRunner(plat.name, plat.layout_triple, compiler, None, how)
+    return ProbeRunner(
+        plat.name, plat.layout_triple, compiler, run.prefix, f"ran {run.how}", run.env, suffix
+    )
 
 
 def probe_values(interface: Interface, triple: str) -> list[ProbeValue]:
@@ -142,8 +162,9 @@ def read_values_from_binary(blob: bytes, count: int) -> list[int]:
     return [_WORD.unpack_from(blob, start + i * _WORD.size)[0] for i in range(count)]
 
 
-def _run(cmd: list[str], what: str, log: Path) -> str:
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+def _run(cmd: list[str], what: str, log: Path, env: Mapping[str, str] | None = None) -> str:
+    full_env = {**os.environ, **env} if env else None
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=full_env)
     with log.open("a", encoding="utf-8") as fh:
         fh.write(f"$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}\n")
     if proc.returncode != 0:
@@ -173,9 +194,9 @@ def run_probe(
         _run([runner.compiler, "-std=c11", "-c", *incs, str(src), "-o", str(obj)], "compile", log)
         numbers = read_values_from_binary(obj.read_bytes(), len(values))
     else:
-        exe = workdir / "layout_probe"
+        exe = workdir / f"layout_probe{runner.exe_suffix}"
         _run([runner.compiler, "-std=c11", *incs, str(src), "-o", str(exe)], "compile", log)
-        out = _run([*runner.run_prefix, str(exe)], f"run ({runner.how})", log)
+        out = _run([*runner.run_prefix, str(exe)], f"run ({runner.how})", log, runner.env)
         try:
             numbers = [int(line) for line in out.split()]
         except ValueError as exc:

@@ -8,8 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from generator.build.platforms import PLATFORMS
+from generator.platforms import get_platform, host_toolchain
 from generator.symbols import binary_format, exported_functions, machine
+
+# the platforms whose compilers this machine has (.ci/run installs them)
+BUILT_HERE = ("linux-x86_64", "linux-aarch64", "windows-x86_64")
 
 SOURCE = """
 #ifdef _WIN32
@@ -41,10 +44,12 @@ def _compile(compiler: str, out: Path, tmp: Path) -> Path:
     return out
 
 
-@pytest.mark.parametrize("platform", sorted(PLATFORMS))
+@pytest.mark.parametrize("platform", BUILT_HERE)
 def test_exported_functions(platform: str, tmp_path: Path) -> None:
-    plat = PLATFORMS[platform]
-    lib = _compile(plat.c_compiler, tmp_path / f"libprobe{plat.shared_suffix}", tmp_path)
+    plat = get_platform(platform)
+    lib = _compile(
+        host_toolchain(plat).c_compiler, tmp_path / f"libprobe{plat.shared_suffix}", tmp_path
+    )
     assert binary_format(lib) == plat.binary_format
     assert machine(lib) == plat.machine
     names = exported_functions(lib)

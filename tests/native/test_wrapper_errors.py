@@ -1,22 +1,29 @@
-"""Drive libllama_mtp (host build) through every error case: each returns a status, none aborts.
+"""Drive libllama_mtp through every error case: each returns a status, none aborts.
 
 The program tests/native/mtp_cases.c makes the calls; this test checks each case's status against
-``enum llama_mtp_status`` as libclang reads it from llama_mtp.h.
+``enum llama_mtp_status`` as libclang reads it from llama_mtp.h. It runs on every platform built
+here, the way the registry says this machine runs it: linux-x86_64 natively, linux-aarch64 under
+qemu, windows-x86_64 under wine (those fail, never skip, when qemu or wine is missing).
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from generator.build.native import BuildResult
+from generator.platforms import CannotRunError, Execution, execution_here, host_toolchain
 from tests.conftest import BuildFactory
 from tests.native.conftest import compile_cases, parse_cases
 from tests.native.headers import read_declarations
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]
+
+PLATFORMS = ("linux-x86_64", "linux-aarch64", "windows-x86_64")
 
 NO_MODEL_CASES = {
     "default_params": "OK",
@@ -75,29 +82,48 @@ MODEL_CASES = {
 }
 
 
-@pytest.fixture(scope="module")
-def host(native_build: BuildFactory, tree_b11312: Path) -> BuildResult:
-    build = native_build(tree_b11312, "linux-x86_64")
-    assert build.mtp.supported, build.mtp.describe()
-    return build
+@pytest.fixture(scope="module", params=PLATFORMS)
+def build(
+    request: pytest.FixtureRequest, native_build: BuildFactory, tree_b11312: Path
+) -> BuildResult:
+    result = native_build(tree_b11312, request.param)
+    assert result.mtp.supported, result.mtp.describe()
+    return result
 
 
 @pytest.fixture(scope="module")
-def statuses(host: BuildResult, tmp_path_factory: pytest.TempPathFactory) -> dict[str, int]:
+def statuses(build: BuildResult, tmp_path_factory: pytest.TempPathFactory) -> dict[str, int]:
     decls = read_declarations(
-        host.include_dir / "llama_mtp.h", [host.include_dir], tmp_path_factory.mktemp("clang")
+        build.include_dir / "llama_mtp.h", [build.include_dir], tmp_path_factory.mktemp("clang")
     )
     prefix = "LLAMA_MTP_STATUS_"
     return {k.removeprefix(prefix): v for k, v in decls.enums.items() if k.startswith(prefix)}
 
 
 @pytest.fixture(scope="module")
-def cases_exe(host: BuildResult, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return compile_cases(host, "gcc", tmp_path_factory.mktemp("cases"))
+def execution(build: BuildResult) -> Execution:
+    try:
+        return execution_here(build.platform)
+    except CannotRunError as exc:
+        pytest.fail(str(exc))
 
 
-def _run(exe: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=300)
+@pytest.fixture(scope="module")
+def cases_exe(build: BuildResult, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("cases")
+    extra = ["-D__USE_MINGW_ANSI_STDIO=1"] if build.platform.binary_format == "pe" else []
+    exe = compile_cases(build, host_toolchain(build.platform).c_compiler, out, extra)
+    if build.platform.binary_format == "pe":  # Windows finds DLLs beside the program
+        for dll in build.lib_dir.glob("*.dll"):
+            shutil.copy2(dll, out / dll.name)
+    return exe
+
+
+def _run(run: Execution, exe: Path, *models: Path) -> subprocess.CompletedProcess[str]:
+    argv = [*run.prefix, str(exe), *(run.program_path(m) for m in models)]
+    return subprocess.run(
+        argv, capture_output=True, text=True, timeout=600, env={**os.environ, **run.env}
+    )
 
 
 def _check(
@@ -119,9 +145,9 @@ def _check(
 
 
 def test_error_cases_without_model(
-    cases_exe: Path, statuses: dict[str, int], tree_b11312: Path
+    execution: Execution, cases_exe: Path, statuses: dict[str, int], tree_b11312: Path
 ) -> None:
-    proc = _run(cases_exe)
+    proc = _run(execution, cases_exe)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     cases, info = parse_cases(proc.stdout)
     _check(cases, NO_MODEL_CASES, statuses)
@@ -134,10 +160,13 @@ def test_error_cases_without_model(
 
 
 def test_error_cases_with_models(
-    cases_exe: Path, statuses: dict[str, int], test_models: tuple[Path, Path]
+    execution: Execution,
+    cases_exe: Path,
+    statuses: dict[str, int],
+    test_models: tuple[Path, Path],
 ) -> None:
     agree, plain = test_models
-    proc = _run(cases_exe, str(agree), str(plain))
+    proc = _run(execution, cases_exe, agree, plain)
     assert proc.returncode == 0 and "DONE" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
     cases, info = parse_cases(proc.stdout)
     _check(cases, MODEL_CASES, statuses)

@@ -12,11 +12,22 @@ import pytest
 from generator.ir.interface import Interface, Source
 from generator.parse.frontend import parse_interface
 from generator.parse.options import ParseOptions
+from generator.platforms import get_platform
 from generator.verify.layout_check import compare, ir_values
-from generator.verify.layout_probe import MAGIC, ProbeError, read_values_from_binary, run_probe
-from generator.verify.probe_platforms import probe_runner
+from generator.verify.layout_probe import (
+    MAGIC,
+    ProbeError,
+    ProbeRunner,
+    read_values_from_binary,
+    run_probe,
+)
+from generator.verify.layout_probe import probe_runner as registry_probe_runner
 
 PLATFORMS = ("linux-x86_64", "linux-aarch64", "windows-x86_64")
+
+
+def probe_runner(name: str) -> ProbeRunner:
+    return registry_probe_runner(get_platform(name))
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +47,8 @@ def test_probe_agrees_with_clang(
     platform: str, interface: Interface, tree_b11312: Path, tmp_path: Path
 ) -> None:
     runner = probe_runner(platform)
+    # every platform built here runs its probe program (natively, qemu, wine): none only read
+    assert runner.run_prefix is not None, runner.how
     probe = run_probe(interface, runner, includes(tree_b11312), ["llama.h"], tmp_path)
     clang = ir_values(interface, runner.triple)
     problems = compare({f"probe ({runner.how})": probe, f"clang {runner.triple}": clang})
