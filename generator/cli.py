@@ -16,6 +16,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "generator.commands.bump",
     "generator.commands.diff",
     "generator.commands.fetch",
+    "generator.commands.gates",
     "generator.commands.generate",
     "generator.commands.make_test_model",
     "generator.commands.matrix",

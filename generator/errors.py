@@ -12,6 +12,16 @@ class BindgenError(Exception):
     exit_code = 1
 
 
+class GateFailedError(BindgenError):
+    """A gate (symbols, layout, smoke, ...) ran and failed."""
+
+
+class GateNotRunError(BindgenError):
+    """No gate failed, but one could not run here: not a pass."""
+
+    exit_code = 3
+
+
 class UsageError(BindgenError):
     """The command line or a configuration file asks for something impossible."""
 

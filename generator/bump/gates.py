@@ -20,8 +20,7 @@ from generator.build.native import BuildResult, build_native
 from generator.errors import BindgenError
 from generator.ir.interface import Interface
 from generator.verify.layout_check import cffi_values, compare, ir_values
-from generator.verify.layout_probe import ProbeError, run_probe
-from generator.verify.probe_platforms import probe_runner
+from generator.verify.layout_probe import ProbeError, probe_runner, run_probe
 from generator.verify.symbols_gate import check_symbols
 
 PASSED = "passed"
@@ -102,7 +101,7 @@ def layout_gate(run: PlatformRun, host_platform: str) -> GateOutcome:
     """Probe (real compiler) == clang IR for the platform's triple; on the host also == cffi, and
     the generated loader's ABI guard accepts the built libraries."""
     assert run.build is not None
-    runner = probe_runner(run.platform)
+    runner = probe_runner(run.build.platform)
     work = run.logs / "layout-probe"
     try:
         probe = run_probe(run.api, runner, [run.build.include_dir], _headers(run.build), work)
@@ -154,6 +153,24 @@ def smoke_gate(run: PlatformRun) -> GateOutcome:
     log = _write(run.logs / "smoke.log", report.table() + "\n")
     status = {"passed": PASSED, "failed": FAILED}.get(report.status, NOT_RUN)
     return GateOutcome("smoke", status, report.reason or report.status, log)
+
+
+def platform_gates(
+    run: PlatformRun,
+    host_platform: str,
+    builder: Builder | None = None,
+    smoke: SmokeGate = smoke_gate,
+    progress: Callable[[str], None] | None = None,
+) -> list[GateOutcome]:
+    """Every gate of one platform, in order: build, then symbols, layout and smoke on what it
+    built (each ``not-run`` when the build failed)."""
+    built, result = build_gate(run, builder) if builder else build_gate(run)
+    if result is None:
+        return [built, *(GateOutcome(g, NOT_RUN, "build failed") for g in GATES[1:])]
+    if progress is not None:
+        progress(f"{run.platform}: symbols, layout, smoke")
+    verified = PlatformRun(run.platform, run.tree, run.api, run.package_parent, run.logs, result)
+    return [built, symbols_gate(verified), layout_gate(verified, host_platform), smoke(verified)]
 
 
 def summarise(outcomes: dict[str, list[GateOutcome]]) -> str:

@@ -19,7 +19,6 @@ import jinja2
 import tomlkit
 
 from generator import __version__
-from generator.build.platforms import PLATFORMS, get_platform, host_platform_name
 from generator.bump.gates import (
     FAILED,
     NOT_RUN,
@@ -28,11 +27,9 @@ from generator.bump.gates import (
     GateOutcome,
     PlatformRun,
     SmokeGate,
-    build_gate,
-    layout_gate,
+    platform_gates,
     smoke_gate,
     summarise,
-    symbols_gate,
     to_json,
 )
 from generator.diff.compare import compare
@@ -44,6 +41,13 @@ from generator.ir.interface import Interface
 from generator.parse.frontend import default_wrapper_header, parse_interface, tree_source
 from generator.parse.options import ParseOptions
 from generator.paths import default_cache_dir, templates_dir
+from generator.platforms import (
+    PLATFORMS,
+    CannotRunError,
+    execution_here,
+    get_platform,
+    host_platform_name,
+)
 from generator.releases import load_document, load_releases
 from generator.sources.fetch import FetchResult, fetch_tree
 
@@ -90,23 +94,34 @@ def _stage(n: int, name: str, text: str) -> None:
 
 
 def _buildable(requested: tuple[str, ...]) -> tuple[list[str], dict[str, str]]:
-    """Platforms whose every gate can run here: toolchain installed and its programs runnable
-    (natively or under an emulator) for the smoke gate. Named platforms are taken as asked."""
+    """Platforms whose every gate can run here: built on this machine (toolchain installed) and
+    its programs runnable (natively, under qemu or wine) for the smoke gate. Named platforms are
+    taken as asked; a gate that then cannot run is not-run, and the bump records nothing."""
     names = list(requested) if requested else sorted(PLATFORMS)
+    host = host_platform_name()
     chosen: list[str] = []
     skipped: dict[str, str] = {}
     for name in names:
         plat = get_platform(name)
-        missing = plat.missing_tools()
+        try:
+            missing = plat.toolchain_for(host).missing_tools()
+        except BindgenError as exc:
+            if requested:
+                raise BumpFailed(str(exc)) from exc
+            skipped[name] = str(exc)
+            continue
         if missing and requested:
             raise BumpFailed(f"{name}: missing tools {', '.join(missing)}")
         if missing:
             skipped[name] = f"missing tools: {', '.join(missing)}"
-        elif not requested and not plat.can_run_here():
-            skipped[name] = "its programs cannot run here, so its smoke gate cannot pass"
-        else:
-            chosen.append(name)
-    host = host_platform_name()
+            continue
+        try:
+            execution_here(plat)
+        except CannotRunError as exc:
+            if not requested:
+                skipped[name] = f"its smoke gate cannot run here ({exc})"
+                continue
+        chosen.append(name)
     chosen.sort(key=lambda n: (n != host, n))  # the host first: its gates are the strictest
     return chosen, skipped
 
@@ -169,17 +184,9 @@ def run_bump(options: BumpOptions, hooks: BumpHooks | None = None) -> BumpReport
     for name in platforms:
         _stage(4, "build", name)
         run = PlatformRun(name, fetched.tree, api, package_parent, logs / name)
-        builder = hooks.builder
-        built, result = build_gate(run, builder) if builder else build_gate(run)
-        outcomes = [built]
-        if result is None:
-            outcomes += [
-                GateOutcome(g, NOT_RUN, "build failed") for g in ("symbols", "layout", "smoke")
-            ]
-        else:
-            run = PlatformRun(name, fetched.tree, api, package_parent, logs / name, result)
-            _stage(5, "verify", f"{name}: symbols, layout, smoke")
-            outcomes += [symbols_gate(run), layout_gate(run, host), hooks.smoke(run)]
+        outcomes = platform_gates(
+            run, host, hooks.builder, hooks.smoke, lambda text: _stage(5, "verify", text)
+        )
         for outcome in outcomes:
             where = f" (log: {outcome.log})" if outcome.log and outcome.status != PASSED else ""
             _stage(5, "verify", f"{name}: {outcome.gate} {outcome.status}: {outcome.detail}{where}")

@@ -1,8 +1,12 @@
 """Assemble a release into ``--out``: archives, ``assets.json``, release notes, ``SHA256SUMS``.
 
 Everything that can refuse the release is checked before the first byte is written: the gate
-record, the native folders (commit, library hashes, a passing gate record for each), the bindings
-in ``generated/`` (made from the same commit) and the notes file. The files are then written to a
+record, the native folders (commit, library hashes), the bindings in ``generated/`` (made from the
+same commit) and the notes file. A native build is packed only when its gate record (the CI job's
+``gates.json`` in its folder, else the releases.toml entry's) says every gate passed; every other
+platform, and every recorded one with no build, is left out and named with the reason (on stderr,
+in the release notes and in :attr:`AssembledRelease.left_out`). With nothing left to pack, the
+release is refused. The files are then written to a
 sibling work folder that replaces ``--out`` in one rename, so a failure leaves ``--out`` as it was.
 """
 
@@ -20,13 +24,19 @@ from generator.release.assets import ASSETS_NAME, Artifact, manifest, write_mani
 from generator.release.checksums import SUMS_NAME, write_sums
 from generator.release.errors import ReleaseRefusedError
 from generator.release.gates import (
-    CI_REQUIRED_GATES,
+    GATES_FILE,
     GateRecord,
     PlatformGates,
+    gate_key,
     read_ci_gates,
-    require_releasable,
+    require_platforms,
 )
-from generator.release.native import PACKED_ENTRIES, NativeBuild, find_native_builds
+from generator.release.native import (
+    BUILD_INFO_NAME,
+    PACKED_ENTRIES,
+    NativeBuild,
+    find_native_builds,
+)
 from generator.release.notes import NOTES_NAME, read_notes, render_notes
 from generator.releases import Release
 
@@ -49,6 +59,7 @@ class AssembledRelease:
     artifacts: list[Artifact]
     files: list[str]  # every file in ``out``, sorted
     gates: list[PlatformGates]
+    left_out: list[tuple[str, str]]  # (platform key, why), sorted
 
 
 def release_tag(release: Release) -> str:
@@ -59,22 +70,48 @@ def _progress(text: str) -> None:
     print(f"release: {text}", file=sys.stderr, flush=True)
 
 
-def _gates_for(build: NativeBuild, record: GateRecord) -> PlatformGates | None:
-    """The gates that admit ``build``, or None when it has none (it is then left out)."""
-    recorded = record.lookup(build.platform, build.backend)
-    if recorded is not None:
-        return recorded  # already checked by require_releasable
-    ci = read_ci_gates(build.folder)
-    if ci is None:
-        _progress(
-            f"left out {build.folder}: {build.platform}/{build.backend} has no gate record "
-            "(neither in releases.toml nor a gates.json from its CI job)"
+def _gates_for(build: NativeBuild, record: GateRecord) -> tuple[PlatformGates | None, str]:
+    """The gates that admit ``build`` (None and why when it may not be released)."""
+    gates = read_ci_gates(build.folder) or record.lookup(build.platform, build.backend)
+    if gates is None:
+        return None, (
+            f"no gate record ({GATES_FILE} from its CI job, or releases.toml) for {build.folder}"
         )
-        return None
-    fails = ci.failures(CI_REQUIRED_GATES)
+    fails = gates.failures()
     if fails:
-        raise ReleaseRefusedError(f"{build.folder}: gates did not pass ({', '.join(fails)})")
-    return ci
+        return None, "gates did not all pass: " + "; ".join(fails)
+    return gates, ""
+
+
+def _unbuilt_jobs(native_dir: Path) -> list[tuple[str, str]]:
+    """CI jobs whose build left only a gate record (no build-info.json): why each is missing."""
+    out = []
+    for folder in sorted(p for p in native_dir.iterdir() if p.is_dir()):
+        if (folder / BUILD_INFO_NAME).is_file() or not (folder / GATES_FILE).is_file():
+            continue
+        gates = read_ci_gates(folder)
+        assert gates is not None
+        out.append((gates.key, "not built: " + "; ".join(gates.failures() or ["no libraries"])))
+    return out
+
+
+def _select(
+    inputs: ReleaseInputs, found: list[NativeBuild]
+) -> tuple[list[tuple[NativeBuild, PlatformGates]], list[tuple[str, str]]]:
+    admitted: list[tuple[NativeBuild, PlatformGates]] = []
+    left_out: list[tuple[str, str]] = _unbuilt_jobs(inputs.native_dir)
+    for build in found:
+        gates, why = _gates_for(build, inputs.gates)
+        if gates is None:
+            left_out.append((gate_key(build.platform, build.backend), why))
+        else:
+            admitted.append((build, gates))
+    named = {key for key, _ in left_out} | {gate_key(b.platform, b.backend) for b in found}
+    for key in sorted(set(inputs.gates.platforms) - named):
+        left_out.append((key, f"its gates are recorded, and {inputs.native_dir} has no build"))
+    for key, why in sorted(left_out):
+        _progress(f"left out {key}: {why}")
+    return admitted, sorted(left_out)
 
 
 def _bindings_files(generated: Path, commit: str) -> list[str]:
@@ -104,18 +141,18 @@ def _check_out(out: Path) -> None:
 def assemble_release(inputs: ReleaseInputs, out: Path) -> AssembledRelease:
     rel = inputs.release
     tag = release_tag(rel)
-    require_releasable(rel.ref, inputs.gates)
+    require_platforms(rel.ref, inputs.gates)
     _check_out(out)
     found = find_native_builds(inputs.native_dir, rel.commit)
-    admitted = [(b, g) for b in found if (g := _gates_for(b, inputs.gates)) is not None]
+    admitted, left_out = _select(inputs, found)
+    if not admitted:
+        raise ReleaseRefusedError(
+            "no native build passed every gate; nothing to release ("
+            + "; ".join(f"{key}: {why}" for key, why in left_out)
+            + ")"
+        )
     builds = [b for b, _ in admitted]
     gates = {(b.platform, b.backend): g for b, g in admitted}
-    packed = {g.key for g in gates.values()}
-    unbuilt = sorted(set(inputs.gates.platforms) - packed)
-    if unbuilt:
-        raise ReleaseRefusedError(
-            f"{inputs.native_dir} has no build for {', '.join(unbuilt)}, whose gates are recorded"
-        )
     bindings = _bindings_files(inputs.generated_dir, rel.commit)
     report = read_notes(inputs.notes_path)
 
@@ -148,6 +185,7 @@ def assemble_release(inputs: ReleaseInputs, out: Path) -> AssembledRelease:
             artifacts=artifacts,
             report=report,
             diff_summary=inputs.gates.diff_summary,
+            left_out=left_out,
         )
         (work / NOTES_NAME).write_text(notes, encoding="utf-8")
         files = sorted(p.name for p in work.iterdir())
@@ -158,4 +196,6 @@ def assemble_release(inputs: ReleaseInputs, out: Path) -> AssembledRelease:
     finally:
         if work.exists():
             shutil.rmtree(work)
-    return AssembledRelease(out, tag, artifacts, sorted([*files, SUMS_NAME]), list(gates.values()))
+    return AssembledRelease(
+        out, tag, artifacts, sorted([*files, SUMS_NAME]), list(gates.values()), left_out
+    )

@@ -14,13 +14,14 @@ In ``releases.toml`` each ``[[release]]`` that went through a bump carries::
     smoke = "passed"
     log = "logs/b11312/linux-x86_64.txt" # optional: where the gate output was kept
 
-Every key of a platform table except ``log`` is a gate. A record is releasable when it has at least
-one platform, every platform has the required gates, and every gate is exactly ``"passed"``.
+Every key of a platform table except ``log`` is a gate; a gate's value is ``passed``, ``failed`` or
+``not-run``. A platform is released only when it has every required gate and each is exactly
+``"passed"``; the others are left out of the release and named with the reason.
 
-A native folder built by a CI job may carry ``gates.json`` with the same shape as one platform table
-(``{"platform", "backend", "gates": {...}, "log"}``); it is the record for a platform/backend the
-releases.toml entry does not list, and obeys the same rule except that only ``build`` is required
-(cross-built jobs cannot run the smoke test on their runner).
+A native folder built by a CI job carries ``gates.json`` (written by ``generator.release.ci_job``:
+``{"platform", "backend", "gates": {...}, "reasons": {...}, "log"}``). It describes the very
+binaries in that folder, so it is their record, ahead of the releases.toml entry's, and obeys the
+same rule: all four gates passed on the job's runner.
 """
 
 from __future__ import annotations
@@ -37,8 +38,10 @@ if TYPE_CHECKING:  # tomlkit is imported lazily: CI jobs run ci_job.py before in
     import tomlkit
 
 PASSED = "passed"
+FAILED = "failed"
+NOT_RUN = "not-run"
+OUTCOMES: tuple[str, ...] = (PASSED, FAILED, NOT_RUN)
 REQUIRED_GATES: tuple[str, ...] = ("build", "symbols", "layout", "smoke")
-CI_REQUIRED_GATES: tuple[str, ...] = ("build",)
 GATES_FILE = "gates.json"
 _NOT_GATES = frozenset({"log"})
 
@@ -50,12 +53,15 @@ class PlatformGates:
     key: str  # "linux-x86_64" (CPU) or "linux-x86_64-cuda"
     results: dict[str, str]
     log: str = ""
+    reasons: dict[str, str] = field(default_factory=dict)  # gate -> why it did not pass
 
-    def failures(self, required: tuple[str, ...]) -> list[str]:
+    def failures(self, required: tuple[str, ...] = REQUIRED_GATES) -> list[str]:
+        """Why this platform may not be released ([] when every required gate passed)."""
         out = [f"{gate} missing" for gate in required if gate not in self.results]
-        out += [
-            f"{gate} = {value!r}" for gate, value in sorted(self.results.items()) if value != PASSED
-        ]
+        for gate, value in sorted(self.results.items()):
+            if value != PASSED:
+                why = self.reasons.get(gate, "")
+                out.append(f"{gate} = {value!r}" + (f" ({why})" if why else ""))
         return out
 
 
@@ -70,10 +76,14 @@ class GateRecord:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def lookup(self, platform: str, backend: str) -> PlatformGates | None:
-        hit = self.platforms.get(f"{platform}-{backend}")
-        if hit is None and backend == "cpu":
-            hit = self.platforms.get(platform)
-        return hit
+        return self.platforms.get(gate_key(platform, backend)) or self.platforms.get(
+            f"{platform}-{backend}"
+        )
+
+
+def gate_key(platform: str, backend: str) -> str:
+    """A platform table's name: the platform for the CPU backend, else platform-backend."""
+    return platform if backend == "cpu" else f"{platform}-{backend}"
 
 
 def _platform_gates(key: str, table: Mapping[str, Any], where: str) -> PlatformGates:
@@ -115,20 +125,11 @@ def parse_gate_record(ref: str, entry_extra: Mapping[str, Any]) -> GateRecord:
     )
 
 
-def require_releasable(ref: str, record: GateRecord) -> None:
-    """Refuse unless every gate of every recorded platform passed (and there is one platform)."""
+def require_platforms(ref: str, record: GateRecord) -> None:
+    """Refuse a record that names no platform (a bump that built nothing)."""
     if not record.platforms:
         raise ReleaseRefusedError(
             f"releases.toml entry {ref!r}: [release.gates] records no platform; nothing to release"
-        )
-    problems = [
-        f"{key}: {', '.join(fails)}"
-        for key, gates in sorted(record.platforms.items())
-        if (fails := gates.failures(REQUIRED_GATES))
-    ]
-    if problems:
-        raise ReleaseRefusedError(
-            f"releases.toml entry {ref!r}: not every gate passed ({'; '.join(problems)})"
         )
 
 
@@ -139,12 +140,14 @@ def read_ci_gates(folder: Path) -> PlatformGates | None:
         return None
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        key = f"{data['platform']}-{data['backend']}"
+        key = gate_key(str(data["platform"]), str(data["backend"]))
         table = dict(data["gates"])
+        reasons = {str(k): str(v) for k, v in dict(data.get("reasons", {})).items()}
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ReleaseRefusedError(f"{path}: not a gate record ({exc})") from exc
     table["log"] = data.get("log", "")
-    return _platform_gates(key, table, str(path))
+    gates = _platform_gates(key, table, str(path))
+    return PlatformGates(gates.key, gates.results, gates.log, reasons)
 
 
 def set_gate_record(doc: tomlkit.TOMLDocument, ref: str, record: GateRecord) -> None:

@@ -31,6 +31,7 @@ def render_notes(
     artifacts: list[Artifact],
     report: str,
     diff_summary: str,
+    left_out: list[tuple[str, str]] | None = None,
 ) -> str:
     present = {g for p in gates for g in p.results}
     names = [g for g in REQUIRED_GATES if g in present] + sorted(present - set(REQUIRED_GATES))
@@ -49,4 +50,5 @@ def render_notes(
         artifacts=sorted(artifacts, key=lambda a: a.file),
         report=report,
         diff_summary=diff_summary,
+        left_out=sorted(left_out or []),
     )

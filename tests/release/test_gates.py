@@ -12,7 +12,7 @@ from generator.release.gates import (
     GateRecord,
     PlatformGates,
     parse_gate_record,
-    require_releasable,
+    require_platforms,
     set_gate_record,
 )
 from generator.releases import load_document, load_releases
@@ -26,7 +26,8 @@ def record_from(tmp_path: Path, gates: dict[str, dict[str, str]] | None) -> Gate
 
 def test_all_passed_is_releasable(tmp_path: Path) -> None:
     record = record_from(tmp_path, {"linux-x86_64": {**PASSED, "log": "logs/x.txt"}})
-    require_releasable("b11312", record)
+    require_platforms("b11312", record)
+    assert record.platforms["linux-x86_64"].failures() == []
     assert record.platforms["linux-x86_64"].log == "logs/x.txt"
     assert "log" not in record.platforms["linux-x86_64"].results
     assert record.providers == ("pypi-sdist llama-cpp-python==0.3.36",)
@@ -38,15 +39,19 @@ def test_all_passed_is_releasable(tmp_path: Path) -> None:
     ("gates", "reason"),
     [
         ({"linux-x86_64": {**PASSED, "smoke": "failed"}}, "smoke = 'failed'"),
+        ({"linux-x86_64": {**PASSED, "smoke": "not-run"}}, "smoke = 'not-run'"),
         ({"linux-x86_64": {k: v for k, v in PASSED.items() if k != "layout"}}, "layout missing"),
-        ({"linux-x86_64": PASSED, "linux-aarch64": {**PASSED, "build": "skipped"}}, "aarch64"),
-        ({}, "records no platform"),
+        ({"linux-x86_64": {**PASSED, "build": "skipped"}}, "build = 'skipped'"),
     ],
 )
-def test_refused(tmp_path: Path, gates: dict[str, dict[str, str]], reason: str) -> None:
+def test_not_releasable(tmp_path: Path, gates: dict[str, dict[str, str]], reason: str) -> None:
     record = record_from(tmp_path, gates)
-    with pytest.raises(ReleaseRefusedError, match=reason):
-        require_releasable("b11312", record)
+    assert reason in "; ".join(record.platforms["linux-x86_64"].failures())
+
+
+def test_no_platform_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ReleaseRefusedError, match="records no platform"):
+        require_platforms("b11312", record_from(tmp_path, {}))
 
 
 def test_missing_record_is_refused(tmp_path: Path) -> None:
@@ -72,5 +77,5 @@ def test_set_gate_record_round_trips(tmp_path: Path) -> None:
     assert path.read_text().startswith(before.rstrip("\n"))
     (entry,) = load_releases(path)
     assert parse_gate_record(entry.ref, entry.extra) == record
-    with pytest.raises(ReleaseRefusedError, match="windows-x86_64: smoke = 'failed'"):
-        require_releasable("b11312", parse_gate_record(entry.ref, entry.extra))
+    again = parse_gate_record(entry.ref, entry.extra)
+    assert again.platforms["windows-x86_64"].failures() == ["smoke = 'failed'"]

@@ -140,13 +140,33 @@ def refused(
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
 
 
-def test_failed_gate_is_refused(
+def test_failed_gate_leaves_the_platform_out(
     tmp_path: Path, inputs: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """A platform whose gate failed or did not run is not packed; the others are, and the notes
+    name the left-out one with the reason."""
     gates = dict.fromkeys(PLATFORMS, PASSED)
     gates["linux-aarch64"] = {**PASSED, "layout": "failed"}
+    gates["windows-x86_64"] = {**PASSED, "smoke": "not-run"}
     write_releases(inputs["releases"], gates)
-    refused(tmp_path, inputs, capsys, "linux-aarch64: layout = 'failed'")
+    out = tmp_path / "dist"
+    assert release(inputs, out) == 0
+    err = capsys.readouterr().err
+    assert "left out linux-aarch64: gates did not all pass: layout = 'failed'" in err
+    assert "left out windows-x86_64: gates did not all pass: smoke = 'not-run'" in err
+    names = sorted(p.name for p in out.iterdir())
+    assert f"llama-bindgen-linux-x86_64-cpu-{TAG}.tar.gz" in names
+    assert not [n for n in names if "aarch64" in n or "windows" in n]
+    notes = (out / "RELEASE_NOTES.md").read_text()
+    assert "- linux-aarch64: gates did not all pass: layout = 'failed'" in notes
+    assert "| linux-aarch64 |" not in notes
+
+
+def test_nothing_passed_is_refused(
+    tmp_path: Path, inputs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_releases(inputs["releases"], {p: {**PASSED, "smoke": "failed"} for p in PLATFORMS})
+    refused(tmp_path, inputs, capsys, "no native build passed every gate")
 
 
 def test_entry_without_gates_is_refused(
@@ -170,11 +190,14 @@ def test_tampered_library_is_refused(
     refused(tmp_path, inputs, capsys, "does not match its recorded sha256")
 
 
-def test_gated_platform_without_build_is_refused(
+def test_gated_platform_without_build_is_left_out(
     tmp_path: Path, inputs: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     shutil.rmtree(inputs["native"] / "linux-aarch64")
-    refused(tmp_path, inputs, capsys, "no build for linux-aarch64")
+    out = tmp_path / "dist"
+    assert release(inputs, out) == 0
+    assert "left out linux-aarch64: its gates are recorded" in capsys.readouterr().err
+    assert "- linux-aarch64: its gates are recorded" in (out / "RELEASE_NOTES.md").read_text()
 
 
 def test_bindings_of_another_commit_are_refused(
@@ -195,53 +218,54 @@ def test_nonempty_out_is_left_alone(
     assert tree_snapshot(out) == {"keep.txt": b"mine"}
 
 
+def _ci_job(folder: Path, backend: str, build: str, gates: Path | None) -> int:
+    from generator.release.ci_job import main as ci_job
+
+    argv = [str(folder), "--platform", "linux-x86_64", "--backend", backend, "--build", build]
+    return ci_job([*argv, *(["--gates", str(gates)] if gates else [])])
+
+
 def test_ci_gate_records_admit_extra_builds(
     tmp_path: Path, inputs: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A CI job's build (here linux-x86_64/cuda) ships only with its own passing gates.json:
-    without any record it is left out (and said so), with a failing one the release is refused."""
+    """A CI job's build (here linux-x86_64/cuda) ships only with its own gates.json saying every
+    gate passed: without a record, or with one that has a not-run gate, it is left out."""
     cuda = make_native(inputs["native"], "linux-x86_64", "cuda", folder="native-linux-x86_64-cuda")
     without = tmp_path / "without-record"
     assert release(inputs, without) == 0
-    assert "left out" in capsys.readouterr().err
+    assert "left out linux-x86_64-cuda: no gate record" in capsys.readouterr().err
     assert not (without / f"llama-bindgen-linux-x86_64-cuda-{TAG}.tar.gz").exists()
-    assert (without / "SHA256SUMS").is_file()
 
-    from generator.release.ci_job import main as ci_job
-
-    assert (
-        ci_job(
-            [
-                str(cuda),
-                "--platform",
-                "linux-x86_64",
-                "--backend",
-                "cuda",
-                "build=success",
-                "tests=failure",
-            ]
-        )
-        == 1
+    result = tmp_path / "gates-result.json"
+    statuses = {**PASSED, "smoke": "not-run"}
+    doc = {"platform": "linux-x86_64", "backend": "cuda", "gates": statuses,
+           "details": {"smoke": "no GPU"}}  # fmt: skip
+    result.write_text(json.dumps(doc))
+    assert _ci_job(cuda, "cuda", "success", result) == 3
+    partial = tmp_path / "partial"
+    assert release(inputs, partial) == 0
+    assert "left out linux-x86_64-cuda: gates did not all pass: smoke = 'not-run' (no GPU)" in (
+        capsys.readouterr().err
     )
-    refused(tmp_path, inputs, capsys, "tests = 'failure'")
 
-    assert (
-        ci_job(
-            [
-                str(cuda),
-                "--platform",
-                "linux-x86_64",
-                "--backend",
-                "cuda",
-                "build=success",
-                "tests=success",
-            ]
-        )
-        == 0
-    )
+    result.write_text(json.dumps({**doc, "gates": PASSED, "details": {}}))
+    assert _ci_job(cuda, "cuda", "success", result) == 0
     assert (cuda / GATES_FILE).is_file()
     out = tmp_path / "dist"
     assert release(inputs, out) == 0
     assert (out / f"llama-bindgen-linux-x86_64-cuda-{TAG}.tar.gz").is_file()
     notes = (out / "RELEASE_NOTES.md").read_text()
-    assert "| linux-x86_64-cuda | passed | - | - | - | passed |" in notes
+    assert "| linux-x86_64-cuda | passed | passed | passed | passed |" in notes
+
+
+def test_a_failed_ci_build_is_named(
+    tmp_path: Path, inputs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A job whose build failed uploads only its gate record: the release names it."""
+    folder = inputs["native"] / "native-linux-x86_64-vulkan"
+    assert _ci_job(folder, "vulkan", "failure", None) == 1
+    out = tmp_path / "dist"
+    assert release(inputs, out) == 0
+    err = capsys.readouterr().err
+    assert "left out linux-x86_64-vulkan: not built: build = 'failed'" in err
+    assert "- linux-x86_64-vulkan: not built" in (out / "RELEASE_NOTES.md").read_text()
