@@ -8,14 +8,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from generator.build.platforms import PLATFORMS
 from generator.emit import PACKAGE_NAME
-from generator.errors import BindgenError, UsageError
+from generator.errors import GateFailedError, GateNotRunError, UsageError
 from generator.paths import repo_root
-
-
-class SmokeFailedError(BindgenError):
-    """A smoke check failed."""
+from generator.platforms import PLATFORMS
 
 
 def register(subparsers: Any) -> None:
@@ -23,13 +19,16 @@ def register(subparsers: Any) -> None:
         "smoke",
         help="generate with and without MTP on test models (or a real MTP GGUF) and compare",
         description=(
-            "Run greedy generation with and without MTP speculative decoding through the "
-            f"generated {PACKAGE_NAME}.runtime on the platform's own Python (natively, "
-            "linux-aarch64 under qemu with Debian's arm64 Python, windows-x86_64 under wine when "
-            "installed, else reported skipped). Checks identical output, drafted > 0, "
-            "accepted > 0, 0 < acceptance < 1 on the partial test model and the typed error for "
-            "a model without NextN layers; prints a table of the metrics. Libraries come from "
-            "--lib-dir or from `llama-bindgen build` (reused when up to date)."
+            "Run greedy generation with and without MTP speculative decoding where the "
+            "platform's programs run here: through the generated "
+            f"{PACKAGE_NAME}.runtime on the platform's own Python (natively; linux-aarch64 under "
+            "qemu with Debian's arm64 Python), or through a C driver compiled for the platform "
+            "where no Python for it exists here (windows-x86_64 under wine). Checks identical "
+            "output, drafted > 0, accepted > 0, 0 < acceptance < 1 on the partial test model "
+            "and the typed refusal for a model without NextN layers; prints a table of the "
+            "metrics. Libraries come from --lib-dir or from `llama-bindgen build` (reused when "
+            "up to date). Exit 1 when a check fails, 3 when a platform cannot run here (macOS, "
+            "Android, Windows on Arm: not-run, with the reason)."
         ),
     )
     parser.add_argument(
@@ -76,7 +75,7 @@ def _bindings_commit(bindings_parent: Path) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from generator.build.native import build_native
-    from generator.smoke import SmokeReport, run_smoke, skip_reason
+    from generator.smoke import NOT_RUN, SmokeReport, not_run_reason, run_smoke
 
     platforms: list[str] = args.platform or ["linux-x86_64"]
     if args.lib_dir is not None and len(platforms) != 1:
@@ -92,14 +91,14 @@ def run(args: argparse.Namespace) -> int:
     reports = []
     with tempfile.TemporaryDirectory(prefix="llama-bindgen-smoke-") as tmp:
         for platform in platforms:
-            reason = skip_reason(platform)
+            reason = not_run_reason(platform)
             if reason is not None:
-                report = SmokeReport(platform, "skipped", reason)
+                report = SmokeReport(platform, NOT_RUN, reason)
                 print(report.table())
                 reports.append(report)
                 continue
             if args.lib_dir is not None:
-                lib_dir: Path = args.lib_dir
+                lib_dir: Path = args.lib_dir.resolve()
             else:
                 assert tree is not None
                 lib_dir = build_native(tree, platform).lib_dir
@@ -115,8 +114,11 @@ def run(args: argparse.Namespace) -> int:
             encoding="utf-8",
         )
     failed = [r.platform for r in reports if r.status == "failed"]
+    not_run = [r for r in reports if r.status == NOT_RUN]
     summary = ", ".join(f"{r.platform} {r.status}" for r in reports)
     print(f"smoke: {summary}")
     if failed:
-        raise SmokeFailedError(f"smoke failed on {', '.join(failed)}")
+        raise GateFailedError(f"smoke failed on {', '.join(failed)}")
+    if not_run:
+        raise GateNotRunError("; ".join(f"{r.platform} not run: {r.reason}" for r in not_run))
     return 0

@@ -1,30 +1,45 @@
-"""The MTP smoke test: greedy generation with and without MTP through the generated runtime.
+"""The MTP smoke test: greedy generation with and without MTP, on the platform's own machine.
 
 :func:`run_smoke` writes the tiny test models (``agree``, ``partial``, ``plain``; or takes a real
-MTP GGUF), runs ``driver.py`` under the target platform's Python (natively, under qemu-aarch64, or
-reports the platform skipped when it cannot run here) and checks its JSON results on the host:
+MTP GGUF) and runs one of two drivers where the platform registry says the platform's programs
+run here (natively, under qemu-aarch64, under wine):
+
+* ``driver.py``, through the generated runtime, under the platform's own Python (this machine's,
+  or Debian's arm64 Python under qemu);
+* ``mtp_smoke.c``, compiled for the platform by the toolchain that built it, where no Python for
+  the platform can be had (Windows under wine): the same generation loops in C over libllama and
+  libllama_mtp, printing the same results.
+
+The checks run on the host over either driver's results:
 
 * MTP output equals plain greedy output token for token, and was streamed in order,
 * drafted > 0 and accepted > 0 with MTP,
 * on ``partial``: 0 < acceptance < 1,
-* on ``plain`` with MTP asked for: ``LlamaUnsupportedError``.
+* on ``plain`` with MTP asked for: the typed refusal (``LlamaUnsupportedError`` from the runtime,
+  ``LLAMA_MTP_STATUS_NO_NEXTN_LAYERS`` from the wrapper).
+
+A platform whose programs cannot run here is ``not-run`` with the reason, never passed.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from generator.smoke.aarch64_python import ensure_aarch64_python
+from generator.platforms import CannotRunError, Execution, Platform, execution_here, get_platform
 
 DRIVER = Path(__file__).resolve().with_name("driver.py")
-WINE = "/usr/lib/wine/wine64"
+C_DRIVER = Path(__file__).resolve().with_name("mtp_smoke.c")
+PYTHON_REFUSAL = "LlamaUnsupportedError"
+C_REFUSAL = "LLAMA_MTP_STATUS_NO_NEXTN_LAYERS"
+PASSED = "passed"
+FAILED = "failed"
+NOT_RUN = "not-run"
 TEST_PROMPT = tuple(range(10, 20))
 REAL_MODEL_PROMPT = "The capital of France is Paris. The capital of Germany is"
 DEFAULT_MAX_TOKENS = 48
@@ -53,7 +68,7 @@ class MetricsRow:
 @dataclass
 class SmokeReport:
     platform: str
-    status: str  # passed, failed or skipped
+    status: str  # passed, failed or not-run
     reason: str = ""
     runner: str = ""
     checks: list[Check] = field(default_factory=list)
@@ -61,7 +76,7 @@ class SmokeReport:
 
     @property
     def passed(self) -> bool:
-        return self.status == "passed"
+        return self.status == PASSED
 
     def table(self) -> str:
         """Metrics and checks as plain-text tables."""
@@ -101,25 +116,24 @@ def _progress(platform: str, message: str) -> None:
     print(f"smoke {platform}: {message}", file=sys.stderr, flush=True)
 
 
-def skip_reason(platform: str) -> str | None:
+def not_run_reason(platform: str) -> str | None:
     """Why the smoke test cannot run on ``platform`` here (None: it can)."""
-    if platform in ("linux-x86_64", "linux-aarch64"):
-        return None
-    if platform == "windows-x86_64":
-        if shutil.which(WINE) is None and shutil.which("wine") is None:
-            return "wine not installed"
-        return "wine is installed, but no Windows Python for the driver is set up"
-    return f"no way to run {platform} programs here"
+    try:
+        execution_here(get_platform(platform))
+    except CannotRunError as exc:
+        return str(exc)
+    return None
 
 
-def _runner(platform: str) -> tuple[list[str] | None, str]:
-    """Command prefix that runs a Python script on ``platform`` here, or None and why not."""
-    reason = skip_reason(platform)
-    if reason is not None:
-        return None, reason
-    if platform == "linux-aarch64":
-        return ensure_aarch64_python().command(), "under qemu-aarch64 (Debian arm64 python3.11)"
-    return [sys.executable], "natively"
+def _python_command(plat: Platform, run: Execution) -> tuple[list[str], str]:
+    """The platform's Python here, and words for the report."""
+    if not run.prefix:
+        return [sys.executable], run.how
+    from generator.smoke.aarch64_python import ensure_aarch64_python
+
+    if plat.processor != "aarch64" or plat.system != "Linux":
+        raise CannotRunError(f"no {plat.name} Python can be set up {run.how}")
+    return ensure_aarch64_python().command(), f"{run.how} (Debian arm64 python3.11)"
 
 
 def _models(work: Path, model: Path | None) -> list[dict[str, Any]]:
@@ -176,9 +190,10 @@ def _row(name: str, mode: str, run: dict[str, Any]) -> MetricsRow:
 
 
 def check_results(
-    data: dict[str, Any], *, strict_partial: bool
+    data: dict[str, Any], *, strict_partial: bool, refusal: str = PYTHON_REFUSAL
 ) -> tuple[list[Check], list[MetricsRow]]:
-    """The smoke checks over the driver's results (``strict_partial``: the test models)."""
+    """The smoke checks over the driver's results (``strict_partial``: the test models;
+    ``refusal``: the typed error the driver reports for MTP on a model without NextN layers)."""
     checks: list[Check] = []
     rows: list[MetricsRow] = []
     checks.append(Check("MTP wrapper loaded", bool(data.get("wrapper"))))
@@ -191,8 +206,8 @@ def check_results(
             err = entry["mtp_error"]
             checks.append(
                 Check(
-                    f"{name}: MTP asked for raises LlamaUnsupportedError",
-                    err["error_type"] == "LlamaUnsupportedError",
+                    f"{name}: MTP asked for is refused with {refusal}",
+                    err["error_type"] == refusal,
                     f"{err['error_type']}: {err['reason']}",
                 )
             )
@@ -242,12 +257,17 @@ def run_smoke(
     max_tokens: int = DEFAULT_MAX_TOKENS,
     draft_token_max: int = 3,
 ) -> SmokeReport:
-    """Smoke-test the bindings in ``bindings_parent/llama_bindings`` with the libraries in
-    ``lib_dir`` on ``platform``; ``model``: a real MTP GGUF instead of the test models."""
+    """Smoke-test the libraries in ``lib_dir`` on ``platform`` (with the bindings in
+    ``bindings_parent/llama_bindings`` where the platform's Python runs); ``model``: a real MTP
+    GGUF instead of the test models. ``not-run`` with the reason where it cannot run here."""
+    plat = get_platform(platform)
+    try:
+        run = execution_here(plat)
+        if run.python:
+            command, runner = _python_command(plat, run)
+    except CannotRunError as exc:
+        return SmokeReport(platform, NOT_RUN, str(exc))
     work.mkdir(parents=True, exist_ok=True)
-    command, runner = _runner(platform)
-    if command is None:
-        return SmokeReport(platform, "skipped", runner)
     plan = {
         "lib_dir": str(lib_dir.resolve()),
         "max_tokens": max_tokens,
@@ -255,16 +275,23 @@ def run_smoke(
         "draft_token_max": draft_token_max,
         "models": _models(work, model),
     }
-    _progress(platform, f"running the driver {runner}")
-    data, diagnostic = run_driver(command, plan, bindings_parent, work)
+    if run.python:
+        _progress(platform, f"running the Python driver {runner}")
+        data, diagnostic = run_driver(command, plan, bindings_parent, work)
+        refusal = PYTHON_REFUSAL
+    else:
+        from generator.smoke.c_driver import run_c_driver
+
+        runner = f"{run.how} (the C driver {C_DRIVER.name}: no {platform} Python here)"
+        _progress(platform, f"running the C driver {run.how}")
+        data, diagnostic = run_c_driver(plat, run, plan, work)
+        refusal = C_REFUSAL
     if data is None:
-        return SmokeReport(
-            platform, "failed", f"the driver printed no result ({diagnostic})", runner
-        )
+        return SmokeReport(platform, FAILED, f"the driver printed no result ({diagnostic})", runner)
     if not data.get("ok"):
-        return SmokeReport(
-            platform, "failed", f"the driver failed:\n{data.get('error', '')}", runner
-        )
-    checks, rows = check_results(data, strict_partial=model is None)
-    status = "passed" if all(c.ok for c in checks) else "failed"
-    return SmokeReport(platform, status, "", f"{runner} on {data.get('machine')}", checks, rows)
+        return SmokeReport(platform, FAILED, f"the driver failed:\n{data.get('error', '')}", runner)
+    checks, rows = check_results(data, strict_partial=model is None, refusal=refusal)
+    status = PASSED if all(c.ok for c in checks) else FAILED
+    ran_on = data.get("machine")
+    where = f"{runner} on {ran_on}" if ran_on else runner
+    return SmokeReport(platform, status, "", where, checks, rows)

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from generator.build.native import BuildResult
-from generator.smoke import check_results, run_smoke, skip_reason
+from generator.platforms import get_platform
+from generator.smoke import C_REFUSAL, check_results, not_run_reason, run_driver, run_smoke
 from tests.mtp.conftest import BINDINGS_PARENT, build_or_fail
 
 
@@ -65,7 +66,7 @@ def test_checks_catch_each_failure() -> None:
     assert _failed(nothing) == ["agree: drafted > 0", "agree: accepted > 0"]
     untyped = copy.deepcopy(GOOD)
     untyped["models"][2]["mtp_error"] = {"error_type": "RuntimeError", "reason": "x"}
-    assert _failed(untyped) == ["plain: MTP asked for raises LlamaUnsupportedError"]
+    assert _failed(untyped) == ["plain: MTP asked for is refused with LlamaUnsupportedError"]
     refused = copy.deepcopy(GOOD)
     del refused["models"][0]["mtp"]
     refused["models"][0]["mtp_unexpected_error"] = "the model has no NextN (MTP) layers"
@@ -93,14 +94,79 @@ def test_smoke_linux_aarch64_under_qemu(tree_b11312: Path, tmp_path: Path) -> No
     assert "aarch64" in report.runner
 
 
-def test_windows_smoke_says_why_it_is_skipped(tmp_path: Path) -> None:
-    reason = skip_reason("windows-x86_64")
-    assert reason is not None and "wine" in reason
-    if shutil.which("wine") is None and shutil.which("/usr/lib/wine/wine64") is None:
-        assert reason == "wine not installed"
-    report = run_smoke("windows-x86_64", tmp_path, BINDINGS_PARENT, tmp_path)
-    assert report.status == "skipped" and report.reason == reason
-    assert "skipped (wine" in report.table()
+def test_c_driver_refusal_is_checked_by_its_own_name() -> None:
+    data = copy.deepcopy(GOOD)
+    data["models"][2]["mtp_error"]["error_type"] = C_REFUSAL
+    checks, _rows = check_results(data, strict_partial=True, refusal=C_REFUSAL)
+    assert all(c.ok for c in checks)
+    checks, _rows = check_results(GOOD, strict_partial=True, refusal=C_REFUSAL)
+    assert [c.name for c in checks if not c.ok] == [
+        f"plain: MTP asked for is refused with {C_REFUSAL}"
+    ]
+
+
+@pytest.mark.slow
+@pytest.mark.needs_tree
+def test_c_driver_generates_what_the_python_runtime_generates(
+    host_build: BuildResult, tmp_path: Path
+) -> None:
+    """mtp_smoke.c, run natively on linux-x86_64, gives the runtime's tokens and MTP counts on
+    every test model: the Windows smoke under wine checks the same thing the Python one does."""
+    import sys
+
+    from generator.platforms import execution_here
+    from generator.smoke import _models
+    from generator.smoke.c_driver import run_c_driver
+
+    plat = get_platform("linux-x86_64")
+    plan = {"lib_dir": str(host_build.lib_dir), "max_tokens": 32, "n_ctx": 512,
+            "draft_token_max": 3, "models": _models(tmp_path / "work", None)}  # fmt: skip
+    c_data, why = run_c_driver(plat, execution_here(plat), plan, tmp_path / "c")
+    assert c_data is not None and c_data["ok"], why
+    (tmp_path / "py").mkdir()
+    py_data, why = run_driver([sys.executable], plan, BINDINGS_PARENT, tmp_path / "py")
+    assert py_data is not None and py_data["ok"], why
+    for c_model, py_model in zip(c_data["models"], py_data["models"], strict=True):
+        assert c_model["name"] == py_model["name"]
+        assert c_model["plain"]["tokens"] == py_model["plain"]["tokens"]
+        if "mtp" in py_model:
+            for key in ("drafted_tokens", "accepted_tokens", "steps", "generated_tokens"):
+                assert c_model["mtp"]["metrics"][key] == py_model["mtp"]["metrics"][key], key
+            assert c_model["mtp"]["tokens"] == py_model["mtp"]["tokens"]
+        else:
+            assert c_model["mtp_error"]["error_type"] == C_REFUSAL
+            assert py_model["mtp_error"]["error_type"] == "LlamaUnsupportedError"
+
+
+@pytest.mark.slow
+@pytest.mark.needs_tree
+def test_smoke_windows_x86_64_under_wine(tree_b11312: Path, tmp_path: Path) -> None:
+    """Fails (never skips) when wine is not installed (Debian package wine64)."""
+    reason = not_run_reason("windows-x86_64")
+    assert reason is None, reason
+    build = build_or_fail(tree_b11312, "windows-x86_64")
+    report = run_smoke("windows-x86_64", build.lib_dir, BINDINGS_PARENT, tmp_path, max_tokens=24)
+    assert report.passed, report.table()
+    assert "under wine" in report.runner and "mtp_smoke.c" in report.runner
+    partial = [r for r in report.rows if r.model == "partial" and r.mode == "draft-mtp"]
+    assert partial and 0 < partial[0].acceptance < 1
+
+
+def test_smoke_that_cannot_run_is_not_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """macOS programs cannot run here: not-run with the reason, and the CLI exits 3."""
+    reason = not_run_reason("macos-arm64")
+    assert reason is not None and "macOS" in reason
+    report = run_smoke("macos-arm64", tmp_path, BINDINGS_PARENT, tmp_path)
+    assert (report.status, report.reason) == ("not-run", reason)
+    assert not report.passed
+    assert f"smoke macos-arm64: not-run ({reason})" in report.table()
+    from generator.cli import main
+
+    code = main(["smoke", "--platform", "macos-arm64", "--lib-dir", str(tmp_path)])
+    assert code == 3
+    assert "macos-arm64 not-run" in capsys.readouterr().out
 
 
 @pytest.mark.slow

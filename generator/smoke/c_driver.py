@@ -1,0 +1,100 @@
+"""The smoke test's C driver (``mtp_smoke.c``), for platforms with no Python here (Windows under
+wine): compiled by the toolchain that built the libraries, run once per model where the platform
+registry says, its JSON lines gathered into the shape ``driver.py`` prints so the host's checks
+are the same for both drivers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from generator.platforms import Execution, Platform, host_toolchain
+
+SOURCE = Path(__file__).resolve().with_name("mtp_smoke.c")
+N_THREADS = 2
+RUN_TIMEOUT_S = 1800
+
+
+def _compile(plat: Platform, lib_dir: Path, out: Path) -> tuple[Path | None, str]:
+    """Compile the driver into ``out`` with the libraries' DLLs or shared objects beside it."""
+    out.mkdir(parents=True, exist_ok=True)
+    exe = out / ("mtp_smoke.exe" if plat.binary_format == "pe" else "mtp_smoke")
+    include = lib_dir.parent / "include"
+    stems = ("llama_mtp", "llama", "ggml", "ggml-base")  # the driver times with ggml_time_us
+    libraries = [lib_dir / plat.library_file(stem) for stem in stems]
+    if plat.binary_format == "pe":
+        link = [str(p) for p in libraries]  # MinGW links against a DLL directly
+    else:
+        link = [f"-L{lib_dir}", *(f"-l{stem}" for stem in stems), f"-Wl,-rpath,{lib_dir}"]
+    argv = [
+        host_toolchain(plat).c_compiler, "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror",
+        f"-I{include}", str(SOURCE), "-o", str(exe), *link,
+    ]  # fmt: skip
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        return None, f"compiling {SOURCE.name} failed:\n$ {' '.join(argv)}\n{proc.stderr[-3000:]}"
+    if plat.binary_format == "pe":  # Windows finds DLLs beside the program
+        for dll in sorted(lib_dir.glob("*.dll")):
+            shutil.copy2(dll, out / dll.name)
+    return exe, ""
+
+
+def _run_model(
+    run: Execution, exe: Path, entry: dict[str, Any], plan: dict[str, Any], log: Path
+) -> tuple[dict[str, Any] | None, str]:
+    prompt = entry["prompt"]
+    if not isinstance(prompt, list):
+        return None, "the C driver takes token-id prompts only (a real model needs the Python one)"
+    argv = [
+        *run.prefix, str(exe), run.program_path(Path(entry["path"])), str(plan["max_tokens"]),
+        str(plan["n_ctx"]), str(plan["draft_token_max"]), str(N_THREADS),
+        "1" if entry["expect_unsupported"] else "0", ",".join(str(int(t)) for t in prompt),
+    ]  # fmt: skip
+    proc = subprocess.run(
+        argv, capture_output=True, text=True, check=False, timeout=RUN_TIMEOUT_S,
+        env={**os.environ, **run.env}, cwd=exe.parent,
+    )  # fmt: skip
+    with log.open("a", encoding="utf-8") as fh:
+        fh.write(f"$ {' '.join(argv)}\nexit {proc.returncode}\n{proc.stdout}{proc.stderr}\n")
+    lines = proc.stdout.strip().splitlines()
+    diagnostic = f"{entry['name']}: exit {proc.returncode}; stderr tail:\n{proc.stderr[-2000:]}"
+    if not lines:
+        return None, diagnostic
+    try:
+        data: dict[str, Any] = json.loads(lines[-1])
+    except json.JSONDecodeError:
+        return None, f"{diagnostic}\nstdout tail:\n{proc.stdout[-1000:]}"
+    return data, diagnostic
+
+
+def run_c_driver(
+    plat: Platform, run: Execution, plan: dict[str, Any], work: Path
+) -> tuple[dict[str, Any] | None, str]:
+    """Results in ``driver.py``'s shape (or None and why), from one driver run per model."""
+    lib_dir = Path(plan["lib_dir"])
+    exe, problem = _compile(plat, lib_dir, work / "c-driver")
+    if exe is None:
+        return None, problem
+    log = work / "c-driver.log"
+    log.write_text("", encoding="utf-8")
+    out: dict[str, Any] = {
+        "ok": True,
+        "wrapper": (lib_dir / plat.library_file("llama_mtp")).is_file(),
+        "models": [],
+    }
+    for entry in plan["models"]:
+        data, diagnostic = _run_model(run, exe, entry, plan, log)
+        if data is None:
+            return None, diagnostic
+        if not data.get("ok"):
+            return {"ok": False, "error": f"{entry['name']}: {data.get('error', '')}"}, diagnostic
+        out.setdefault("system_info", data.get("system_info", ""))
+        result = {k: v for k, v in data.items() if k in ("plain", "mtp", "mtp_error",
+                                                         "mtp_unexpected_error")}  # fmt: skip
+        out["models"].append({"name": entry["name"], **result})
+    return out, ""
