@@ -58,14 +58,25 @@ def diff(session: nox.Session) -> None:
     session.run("llama-bindgen", "diff", *(session.posargs or ["63d93d1", "b11312"]))
 
 
+def _on_tree(session: nox.Session, verb: str, usage: str) -> None:
+    """``llama-bindgen VERB --tree <fetched REF> ...`` for ``nox -s VERB -- REF ...``."""
+    if not session.posargs:
+        session.error(f"usage: {usage}")
+    _install(session)
+    ref, *rest = session.posargs
+    session.run("llama-bindgen", verb, "--tree", _tree(session, ref), *rest)
+
+
 @nox.session
 def build(session: nox.Session) -> None:
     """Native libraries: ``nox -s build -- REF --platform P [--backend B] [--out DIR]``."""
-    if not session.posargs:
-        session.error("usage: nox -s build -- REF --platform P [--backend B] [--out DIR]")
-    _install(session)
-    ref, *rest = session.posargs
-    session.run("llama-bindgen", "build", "--tree", _tree(session, ref), *rest)
+    _on_tree(session, "build", "nox -s build -- REF --platform P [--backend B] [--out DIR]")
+
+
+@nox.session
+def gates(session: nox.Session) -> None:
+    """One platform's gates on its build: ``nox -s gates -- REF --platform P [--backend B]``."""
+    _on_tree(session, "gates", "nox -s gates -- REF --platform P [--backend B] [--json F]")
 
 
 @nox.session

@@ -6,10 +6,12 @@ from pathlib import Path
 
 from generator import __version__
 from generator.paths import repo_root
+from generator.platforms import apt_packages_for
 from generator.release.ci_matrix import PUBLISH_RUNNER, PYTHON_VERSION, ci_jobs
 from generator.release.render import render
 
 WORKFLOW_PATH = Path(".github/workflows/release.yml")
+TESTS_HOST = "linux-x86_64"  # the platform of PUBLISH_RUNNER, where the test suite runs
 
 
 def default_workflow_path() -> Path:
@@ -23,4 +25,5 @@ def render_workflow() -> str:
         jobs=ci_jobs(),
         publish_runner=PUBLISH_RUNNER,
         python_version=PYTHON_VERSION,
+        test_packages=apt_packages_for(TESTS_HOST),
     )
