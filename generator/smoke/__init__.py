@@ -208,7 +208,9 @@ def check_results(
                 Check(
                     f"{name}: MTP asked for is refused with {refusal}",
                     err["error_type"] == refusal,
-                    f"{err['error_type']}: {err['reason']}",
+                    err["reason"]
+                    if err["error_type"] == refusal
+                    else f"got {err['error_type']}: {err['reason']}",
                 )
             )
             continue
