@@ -12,7 +12,9 @@ matrix all read it.
 
 from __future__ import annotations
 
+import dataclasses
 import glob
+import importlib.util
 import os
 import platform as host_platform
 import shutil
@@ -60,6 +62,11 @@ class Toolchain:
     apt_packages: tuple[str, ...] = ()  # Debian packages that provide it ("" where not Debian)
     runtime_dirs: tuple[str, ...] = ()  # glob patterns: where its runtime libraries live
     runtime_libraries: tuple[str, ...] = ()  # shipped beside the libraries (MinGW's DLLs)
+    # Non-empty: zig's clang (PyPI ziglang) cross-compiles for this zig target; the compilers,
+    # ar and ranlib are small wrapper scripts llama-bindgen writes (see zig_toolchain()).
+    zig_target: str = ""
+    archiver: str | None = None  # CMAKE_AR / CMAKE_RANLIB of a generated toolchain file
+    ranlib: str | None = None
 
     @property
     def cross(self) -> bool:
@@ -78,9 +85,12 @@ class Toolchain:
             if found is None or not found.is_file():
                 missing.append("the Android NDK (set ANDROID_NDK_HOME)")
             return missing
+        if self.zig_target:
+            if importlib.util.find_spec("ziglang") is None:
+                return ["zig (the PyPI package ziglang in the Python running llama-bindgen)"]
+            return dataclasses.replace(zig_toolchain(self), zig_target="").missing_tools()
         tools = [self.c_compiler, self.cxx_compiler, "cmake", "ninja"]
-        if self.rc_compiler:
-            tools.append(self.rc_compiler)
+        tools += [t for t in (self.rc_compiler, self.archiver, self.ranlib) if t]
         return [t for t in tools if shutil.which(t) is None]
 
 
@@ -257,7 +267,7 @@ def _gpu(setup: str = "") -> CiBackend:
     return CiBackend(setup, _NOT_SEEN_GPU, NO_GPU_ON_HOSTED_RUNNERS)
 
 
-def _macos(arch: str, triple: str, cpu_type: str, runner: str) -> Platform:
+def _macos(arch: str, triple: str, cpu_type: str, runner: str, zig_target: str) -> Platform:
     """A macOS platform: built by Apple clang on its own runner, run only there."""
     name = f"macos-{arch}"
     return Platform(
@@ -268,7 +278,26 @@ def _macos(arch: str, triple: str, cpu_type: str, runner: str) -> Platform:
         binary_format="macho",
         machine=cpu_type,
         library_style="unix",
-        toolchains=(Toolchain(name, "clang", "clang++"),),
+        toolchains=(
+            Toolchain(name, "clang", "clang++"),
+            # CPU only, here: zig bundles the macOS libc headers and stubs, not the SDK's
+            # frameworks (Metal, Accelerate); ggml's default -march for Arm is not a zig CPU.
+            Toolchain(
+                "linux-x86_64",
+                "zig-cc",
+                "zig-c++",
+                cmake_toolchain="generated",
+                cmake_options=_frozen(
+                    {
+                        "GGML_METAL": "OFF",
+                        "GGML_BLAS": "OFF",
+                        "GGML_ACCELERATE": "OFF",
+                        "GGML_OPENMP": "OFF",
+                    }
+                ),
+                zig_target=zig_target,
+            ),
+        ),
         cannot_run=_APPLE_ONLY,
         ci_runner=runner,
         ci_host=name,
@@ -425,8 +454,8 @@ _PLATFORMS: tuple[Platform, ...] = (
             ),
         },
     ),
-    _macos("arm64", "arm64-apple-darwin", "CPU_TYPE_ARM64", "macos-14"),
-    _macos("x86_64", "x86_64-apple-darwin", "CPU_TYPE_X86_64", "macos-13"),
+    _macos("arm64", "arm64-apple-darwin", "CPU_TYPE_ARM64", "macos-14", "aarch64-macos"),
+    _macos("x86_64", "x86_64-apple-darwin", "CPU_TYPE_X86_64", "macos-13", "x86_64-macos"),
     _android("arm64-v8a", "aarch64", "EM_AARCH64", {"GGML_CPU_ARM_ARCH": "armv8-a"}),
     _android("x86_64", "x86_64", "EM_X86_64", {}),
 )
@@ -466,8 +495,49 @@ def host_platform_name() -> str:
 
 
 def host_toolchain(plat: Platform) -> Toolchain:
-    """The toolchain that builds ``plat`` on this machine."""
-    return plat.toolchain_for(host_platform_name())
+    """The toolchain that builds ``plat`` on this machine (zig's wrapper scripts written)."""
+    toolchain = plat.toolchain_for(host_platform_name())
+    return zig_toolchain(toolchain) if toolchain.zig_target else toolchain
+
+
+_ZIG_WRAPPER = """#!/bin/sh
+# zig {tool} for {target} (PyPI ziglang {version}), written by llama-bindgen: do not edit
+exec {python} -m ziglang {tool} {target_args}"$@"
+"""
+
+
+def zig_toolchain(toolchain: Toolchain) -> Toolchain:
+    """``toolchain`` with its compilers, ar and ranlib pointing at wrapper scripts that run this
+    interpreter's ziglang, written under the cache (``zig/<target>/``). Unchanged when ziglang
+    is not installed: ``missing_tools()`` then says so."""
+    import importlib.metadata
+    import shlex
+
+    from generator.paths import default_cache_dir
+
+    if importlib.util.find_spec("ziglang") is None:
+        return toolchain
+    folder = default_cache_dir() / "zig" / toolchain.zig_target
+    folder.mkdir(parents=True, exist_ok=True)
+    paths: dict[str, str] = {}
+    for tool in ("cc", "c++", "ar", "ranlib"):
+        target_args = f"-target {toolchain.zig_target} " if tool in ("cc", "c++") else ""
+        text = _ZIG_WRAPPER.format(
+            tool=tool, target=toolchain.zig_target, target_args=target_args,
+            python=shlex.quote(sys.executable), version=importlib.metadata.version("ziglang"),
+        )  # fmt: skip
+        path = folder / f"zig-{tool}"
+        if not path.is_file() or path.read_text(encoding="utf-8") != text:
+            # by rename: a build running with the old script never reads half of the new one
+            fresh = path.with_name(f".{path.name}.{os.getpid()}")
+            fresh.write_text(text, encoding="utf-8")
+            fresh.chmod(0o755)
+            fresh.replace(path)
+        paths[tool] = str(path)
+    return dataclasses.replace(
+        toolchain, c_compiler=paths["cc"], cxx_compiler=paths["c++"], archiver=paths["ar"],
+        ranlib=paths["ranlib"],
+    )  # fmt: skip
 
 
 def execution_here(plat: Platform) -> Execution:

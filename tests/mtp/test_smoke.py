@@ -184,3 +184,25 @@ def test_cli_verb(
     assert '"status": "passed"' in out.read_text(encoding="utf-8")
     no_model = tmp_path / "missing.gguf"
     assert main([*args, "--model", str(no_model)]) == 2
+
+
+@pytest.mark.slow
+@pytest.mark.needs_tree
+def test_gates_of_a_platform_built_but_not_run_here(tree_b11312: Path, tmp_path: Path) -> None:
+    """macos-arm64 is built here by zig: build, symbols (Mach-O exports) and layout (read from
+    the compiled probe) run and pass; the smoke cannot run, so it is not-run and `gates` exits 3:
+    never a pass."""
+    import json
+
+    from generator.cli import main
+
+    build_or_fail(tree_b11312, "macos-arm64")
+    record = tmp_path / "gates.json"
+    code = main(["gates", "--tree", str(tree_b11312), "--platform", "macos-arm64",
+                 "--json", str(record)])  # fmt: skip
+    data = json.loads(record.read_text(encoding="utf-8"))
+    assert code == 3, data
+    assert data["gates"] == {"build": "passed", "symbols": "passed", "layout": "passed",
+                             "smoke": "not-run"}  # fmt: skip
+    assert "macOS" in data["details"]["smoke"]
+    assert "compiled object" in data["details"]["layout"]
