@@ -205,10 +205,13 @@ def _api_module_record(
 
 
 def _compiler_description(compiler: str) -> str:
+    import tempfile
+
     try:
-        out = subprocess.run(
-            [compiler, "--version"], capture_output=True, text=True, check=True
-        ).stdout
+        with tempfile.TemporaryDirectory() as scratch:  # zig cc --version writes an empty a.o
+            out = subprocess.run(
+                [compiler, "--version"], capture_output=True, text=True, check=True, cwd=scratch
+            ).stdout
     except (OSError, subprocess.CalledProcessError):
         return compiler
     return out.splitlines()[0].strip() if out else compiler
