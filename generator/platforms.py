@@ -162,6 +162,11 @@ class Platform:
         return tuple(b for b in BACKENDS if b in self.ci)
 
     @property
+    def archive_format(self) -> str:
+        """The release archive's format: what the platform's users unpack without extra tools."""
+        return "zip" if self.system == "Windows" else "tar.gz"
+
+    @property
     def shared_suffix(self) -> str:
         return {"pe": ".dll", "macho": ".dylib"}.get(self.binary_format, ".so")
 

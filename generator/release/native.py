@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from generator.hashing import file_sha256
+from generator.platforms import PLATFORMS
 from generator.release.errors import ReleaseRefusedError
 
 BUILD_INFO_NAME = "build-info.json"
@@ -38,7 +39,7 @@ class NativeBuild:
 
     @property
     def archive_ext(self) -> str:
-        return "zip" if self.os_name == "windows" else "tar.gz"
+        return PLATFORMS[self.platform].archive_format
 
     def archive_name(self, tag: str) -> str:
         return f"llama-bindgen-{self.platform}-{self.backend}-{tag}.{self.archive_ext}"
@@ -52,6 +53,8 @@ def _read_info(folder: Path) -> dict[str, Any]:
         raise ReleaseRefusedError(f"{path}: unreadable build-info ({exc})") from exc
     if not isinstance(data, dict) or not isinstance(data.get("platform"), str):
         raise ReleaseRefusedError(f"{path}: no platform recorded")
+    if data["platform"] not in PLATFORMS:
+        raise ReleaseRefusedError(f"{path}: unknown platform {data['platform']!r}")
     return data
 
 
