@@ -155,8 +155,10 @@ def run(args: argparse.Namespace) -> int:
             f"{plat.name}/{args.backend}: " + "; ".join(f"{o.gate} failed" for o in failed)
         )
     if not_run:
-        raise GateNotRunError(
-            f"{plat.name}/{args.backend}: "
-            + "; ".join(f"{o.gate} not run ({o.detail})" for o in not_run)
-        )
+        reasons = {o.detail for o in not_run}
+        if len(reasons) == 1:  # one cause (say, the platform cannot be built here): said once
+            said = f"{', '.join(o.gate for o in not_run)} not run: {reasons.pop()}"
+        else:
+            said = "; ".join(f"{o.gate} not run ({o.detail})" for o in not_run)
+        raise GateNotRunError(f"{plat.name}/{args.backend}: {said}")
     return 0
