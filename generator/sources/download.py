@@ -2,7 +2,9 @@
 
 A download is written to ``<name>.part`` beside its destination and renamed into place only
 when it is complete (the byte count matches ``Content-Length`` when the server sends one), so a
-broken or interrupted transfer never leaves a file that a later run would use.
+broken or interrupted transfer never leaves a file that a later run would use. A download larger
+than ``max_bytes`` (announced or received) is stopped and refused: a llama.cpp archive is about
+25 MB, an sdist about 60 MB.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from generator.errors import SourceError
 CONNECT_TIMEOUT_S = 10.0
 READ_TIMEOUT_S = 60.0
 _CHUNK = 1 << 16
+MAX_DOWNLOAD_BYTES = 512 * 1024 * 1024
 
 
 def make_session(retries: int = 3, backoff_s: float = 0.5) -> requests.Session:
@@ -55,7 +58,12 @@ def _root_cause(exc: BaseException) -> str:
     return text if len(text) <= 160 else text[:157] + "..."
 
 
-def download(url: str, dest: Path, session: requests.Session | None = None) -> Path:
+def download(
+    url: str,
+    dest: Path,
+    session: requests.Session | None = None,
+    max_bytes: int = MAX_DOWNLOAD_BYTES,
+) -> Path:
     """Download ``url`` to ``dest`` atomically; raise :class:`SourceError` on any failure."""
     sess = session or make_session()
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -66,6 +74,10 @@ def download(url: str, dest: Path, session: requests.Session | None = None) -> P
                 raise SourceError(f"GET {url}: HTTP {resp.status_code}")
             length_header = resp.headers.get("Content-Length")
             expected = int(length_header) if length_header and length_header.isdigit() else None
+            if expected is not None and expected > max_bytes:
+                raise SourceError(
+                    f"GET {url}: {expected} bytes announced, over the {max_bytes} limit"
+                )
             received = 0
             with (
                 part.open("wb") as fh,
@@ -80,8 +92,10 @@ def download(url: str, dest: Path, session: requests.Session | None = None) -> P
                 ) as bar,
             ):
                 for chunk in resp.iter_content(_CHUNK):
-                    fh.write(chunk)
                     received += len(chunk)
+                    if received > max_bytes:
+                        raise SourceError(f"GET {url}: more than {max_bytes} bytes, refused")
+                    fh.write(chunk)
                     bar.update(len(chunk))
             if expected is not None and received != expected:
                 raise SourceError(f"GET {url}: transfer ended after {received} of {expected} bytes")

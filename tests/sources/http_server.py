@@ -16,6 +16,7 @@ class Routes:
 
     files: dict[str, bytes] = field(default_factory=dict)
     truncate: set[str] = field(default_factory=set)
+    unannounced: set[str] = field(default_factory=set)  # sent without Content-Length
     requests: list[str] = field(default_factory=list)
 
 
@@ -32,7 +33,10 @@ def serve(routes: Routes) -> Iterator[str]:
                 return
             self.send_response(200)
             self.send_header("Content-Type", "application/gzip")
-            self.send_header("Content-Length", str(len(body)))
+            if self.path in routes.unannounced:
+                self.close_connection = True  # the body ends where the connection does
+            else:
+                self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             if self.path in routes.truncate:
                 self.wfile.write(body[: len(body) // 2])

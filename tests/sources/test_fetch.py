@@ -79,6 +79,21 @@ def test_interrupted_download_is_never_used(tmp_path: Path, fake_release: Releas
     assert list(cache.rglob("*.part")) == []
 
 
+@pytest.mark.parametrize("announced", [True, False])
+def test_download_over_the_size_limit_is_refused(tmp_path: Path, announced: bool) -> None:
+    from generator.errors import SourceError
+    from generator.sources.download import download
+
+    body = b"x" * 300_000
+    routes = Routes(files={"/big": body}, unannounced=set() if announced else {"/big"})
+    dest = tmp_path / "big.tar.gz"
+    with serve(routes) as url:
+        with pytest.raises(SourceError, match="limit" if announced else "refused"):
+            download(f"{url}/big", dest, max_bytes=200_000)
+        assert not dest.exists() and not list(tmp_path.glob("*.part"))
+        assert download(f"{url}/big", dest, max_bytes=300_000).read_bytes() == body
+
+
 def test_tampered_archive_is_refused_and_nothing_cached(
     tmp_path: Path, fake_release: Release
 ) -> None:
