@@ -30,8 +30,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--json",
         type=Path,
-        default=Path("api-diff.json"),
-        help="where to write the JSON report (default: ./api-diff.json)",
+        default=None,
+        help="also write the JSON report here (default: none)",
     )
     parser.add_argument("--markdown", type=Path, default=None, help="also write the Markdown here")
     parser.add_argument(
@@ -100,12 +100,13 @@ def run(args: argparse.Namespace) -> int:
     result = compare(old, new, old_label, new_label, wrapper=args.wrapper)
     markdown = render_markdown(result)
     try:
-        args.json.write_text(render_json(result), encoding="utf-8")
+        if args.json is not None:
+            args.json.write_text(render_json(result), encoding="utf-8")
+            print(f"diff: JSON report written to {args.json}", file=sys.stderr)
         if args.markdown is not None:
             args.markdown.write_text(markdown, encoding="utf-8")
     except OSError as exc:
         raise BindgenError(f"cannot write the report: {exc}") from exc
-    print(f"diff: JSON report written to {args.json}", file=sys.stderr)
     sys.stdout.write(markdown)
     if args.fail_on_breaking and result.breaking:
         return 3

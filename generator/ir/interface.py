@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from generator import jsontext
+from generator.errors import UsageError
 from generator.ir.constant import Constant
 from generator.ir.enum_decl import Enum
 from generator.ir.function import Function
@@ -143,4 +144,10 @@ class Interface:
 
     @staticmethod
     def load(path: Path) -> Interface:
-        return Interface.loads(path.read_text(encoding="utf-8"))
+        """Read an ``ir.json``; a file that is not one raises :class:`UsageError` naming it."""
+        try:
+            return Interface.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+            raise UsageError(
+                f"{path}: not an ir.json written by llama-bindgen ({type(exc).__name__}: {exc})"
+            ) from exc

@@ -16,10 +16,13 @@ from clang.cindex import (  # re-exported for generator.parse
     Index,
     StorageClass,
     TranslationUnit,
+    TranslationUnitLoadError,
     Type,
     TypeKind,
     conf,
 )
+
+from generator.errors import UsageError
 
 __all__ = [
     "AvailabilityKind",
@@ -73,12 +76,22 @@ def parse(
     options = TranslationUnit.PARSE_SKIP_FUNCTION_BODIES
     if detailed:
         options |= TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD
-    return _index().parse(
-        entry_name,
-        args=list(args),
-        unsaved_files=[(entry_name, entry_text)],
-        options=options,
-    )
+    try:
+        return _index().parse(
+            entry_name,
+            args=list(args),
+            unsaved_files=[(entry_name, entry_text)],
+            options=options,
+        )
+    except TranslationUnitLoadError as exc:
+        # libclang gives no reason; the usual one is a target triple it does not know
+        targets = [a.split("=", 1)[1] for a in args if a.startswith("--target=")]
+        targets += [args[i + 1] for i, a in enumerate(args[:-1]) if a == "-target"]
+        said = f" for target {', '.join(targets)}" if targets else ""
+        raise UsageError(
+            f"libclang could not start parsing {entry_name}{said}: is it a target triple clang "
+            "knows (for example x86_64-linux-gnu)?"
+        ) from exc
 
 
 def diagnostics(tu: TranslationUnit) -> list[ClangDiagnostic]:

@@ -9,7 +9,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from generator.errors import BindgenError
+from generator.errors import BindgenError, UsageError
 from generator.ir.constant import Constant
 from generator.ir.interface import Interface, SkippedMacro, Source
 from generator.ir.record import RecordLayout
@@ -130,10 +130,13 @@ def tree_source(
     """Tag, commit and digest of a verified tree, from the metadata ``llama-bindgen fetch`` writes
     beside it; ``tag``/``commit`` override it. Without metadata and overrides: an error, or (when
     not ``required``) a source named after the folder."""
+    if not (tree / "include" / "llama.h").is_file():
+        what = "not a llama.cpp tree (no include/llama.h)" if tree.is_dir() else "no such folder"
+        raise UsageError(f"{tree}: {what}")
     meta = load_tree_metadata(tree)
     if meta is None and tag is None and commit is None:
         if required:
-            raise BindgenError(
+            raise UsageError(
                 f"{tree} has no {TREE_METADATA} (not fetched with `llama-bindgen fetch`): "
                 "fetch it, or name it with --tag and --commit"
             )
