@@ -3,6 +3,7 @@ it was not asked to)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "generator", *args],
         capture_output=True, text=True, cwd=cwd, timeout=300,
-        env={"PYTHONPATH": str(repo_root()), "PATH": "/usr/bin:/bin"},
+        env={**os.environ, "PYTHONPATH": str(repo_root())},
     )  # fmt: skip
 
 
