@@ -88,7 +88,11 @@ class Toolchain:
         if self.zig_target:
             if importlib.util.find_spec("ziglang") is None:
                 return ["zig (the PyPI package ziglang in the Python running llama-bindgen)"]
-            return dataclasses.replace(zig_toolchain(self), zig_target="").missing_tools()
+            return zig_toolchain(self).missing_commands()
+        return self.missing_commands()
+
+    def missing_commands(self) -> list[str]:
+        """This toolchain's compilers and tools that are not on PATH (or not at their path)."""
         tools = [self.c_compiler, self.cxx_compiler, "cmake", "ninja"]
         tools += [t for t in (self.rc_compiler, self.archiver, self.ranlib) if t]
         return [t for t in tools if shutil.which(t) is None]
@@ -214,9 +218,15 @@ class Platform:
         why = self.cannot_run or f"no emulator for {self.name} on {host}"
         raise CannotRunError(f"{self.name} programs cannot run on this {host} machine: {why}")
 
-    def smoke_not_run(self, backend: str) -> str:
-        """Why the smoke cannot run in this platform's CI job for ``backend`` ("" it runs)."""
-        return self.ci[backend].smoke_not_run
+    def why_not_buildable(self, host: str) -> str:
+        """Why a machine of platform ``host`` cannot build this platform ("" it can): no
+        toolchain for that machine, or the toolchain's tools are missing."""
+        try:
+            toolchain = self.toolchain_for(host)
+        except UsageError as exc:
+            return str(exc)
+        missing = toolchain.missing_tools()
+        return f"missing tools: {', '.join(missing)}" if missing else ""
 
 
 def _first_found(launchers: tuple[str, ...]) -> str | None:

@@ -103,17 +103,11 @@ def _buildable(requested: tuple[str, ...]) -> tuple[list[str], dict[str, str]]:
     skipped: dict[str, str] = {}
     for name in names:
         plat = get_platform(name)
-        try:
-            missing = plat.toolchain_for(host).missing_tools()
-        except BindgenError as exc:
-            if requested:
-                raise BumpFailed(str(exc)) from exc
-            skipped[name] = str(exc)
-            continue
-        if missing and requested:
-            raise BumpFailed(f"{name}: missing tools {', '.join(missing)}")
-        if missing:
-            skipped[name] = f"missing tools: {', '.join(missing)}"
+        why = plat.why_not_buildable(host)
+        if why and requested:
+            raise BumpFailed(f"{name}: {why}")
+        if why:
+            skipped[name] = why
             continue
         try:
             execution_here(plat)

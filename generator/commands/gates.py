@@ -22,7 +22,6 @@ from generator.paths import repo_root
 from generator.platforms import (
     BUILT_BACKENDS,
     PLATFORMS,
-    Platform,
     get_platform,
     host_platform_name,
 )
@@ -76,16 +75,6 @@ def _bindings_interface(bindings_parent: Path, commit: str) -> Any:
     return Interface.load(package / "ir.json")
 
 
-def _cannot_build_here(plat: Platform, host: str) -> str:
-    """Why ``plat`` cannot be built on this machine ("" it can)."""
-    try:
-        toolchain = plat.toolchain_for(host)
-    except UsageError as exc:
-        return f"cannot be built here: {exc}"
-    missing = toolchain.missing_tools()
-    return f"cannot be built here: missing {', '.join(missing)}" if missing else ""
-
-
 def outcomes_record(platform: str, backend: str, outcomes: list[Any]) -> dict[str, Any]:
     """The ``--json`` document: what ``ci_job`` records (status per gate, reasons apart)."""
     return {
@@ -127,7 +116,8 @@ def run(args: argparse.Namespace) -> int:
         return build_native(tree_root, platform, out=out)
 
     host = host_platform_name()
-    cannot_build = _cannot_build_here(plat, host)
+    why = plat.why_not_buildable(host)
+    cannot_build = f"cannot be built here: {why}" if why else ""
     with tempfile.TemporaryDirectory(prefix="llama-bindgen-gates-") as tmp:
         logs = (args.logs or Path(tmp)).resolve() / plat.name
         run_ = PlatformRun(plat.name, tree.root, api, bindings_parent, logs)

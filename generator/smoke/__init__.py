@@ -169,8 +169,17 @@ def run_driver(
         capture_output=True, text=True, env=env, timeout=DRIVER_TIMEOUT_S, check=False,
     )  # fmt: skip
     (work / "driver-stderr.log").write_text(proc.stderr, encoding="utf-8")
+    return driver_result(proc)
+
+
+def driver_result(
+    proc: subprocess.CompletedProcess[str], what: str = ""
+) -> tuple[dict[str, Any] | None, str]:
+    """A driver's result, the JSON object on its last stdout line (None when there is none), and
+    a diagnostic (``what`` first) with its exit status and stderr tail."""
+    lead = f"{what}: " if what else ""
+    diagnostic = f"{lead}exit {proc.returncode}; stderr tail:\n{proc.stderr[-2000:]}"
     lines = proc.stdout.strip().splitlines()
-    diagnostic = f"exit {proc.returncode}; stderr tail:\n{proc.stderr[-2000:]}"
     if not lines:
         return None, diagnostic
     try:

@@ -6,7 +6,6 @@ are the same for both drivers.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from generator.platforms import Execution, Platform, host_toolchain
+from generator.smoke import driver_result
 
 SOURCE = Path(__file__).resolve().with_name("mtp_smoke.c")
 N_THREADS = 2
@@ -26,22 +26,29 @@ def _compile(plat: Platform, lib_dir: Path, out: Path) -> tuple[Path | None, str
     exe = out / ("mtp_smoke.exe" if plat.binary_format == "pe" else "mtp_smoke")
     include = lib_dir.parent / "include"
     stems = ("llama_mtp", "llama", "ggml", "ggml-base")  # the driver times with ggml_time_us
-    libraries = [lib_dir / plat.library_file(stem) for stem in stems]
-    if plat.binary_format == "pe":
-        link = [str(p) for p in libraries]  # MinGW links against a DLL directly
-    else:
-        link = [f"-L{lib_dir}", *(f"-l{stem}" for stem in stems), f"-Wl,-rpath,{lib_dir}"]
     argv = [
         host_toolchain(plat).c_compiler, "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror",
-        f"-I{include}", str(SOURCE), "-o", str(exe), *link,
+        f"-I{include}", str(SOURCE), "-o", str(exe), *link_arguments(plat, lib_dir, stems),
     ]  # fmt: skip
     proc = subprocess.run(argv, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         return None, f"compiling {SOURCE.name} failed:\n$ {' '.join(argv)}\n{proc.stderr[-3000:]}"
-    if plat.binary_format == "pe":  # Windows finds DLLs beside the program
-        for dll in sorted(lib_dir.glob("*.dll")):
-            shutil.copy2(dll, out / dll.name)
+    place_libraries_beside(plat, lib_dir, out)
     return exe, ""
+
+
+def link_arguments(plat: Platform, lib_dir: Path, stems: tuple[str, ...]) -> list[str]:
+    """Linker arguments for a program using the libraries ``stems`` of a build in ``lib_dir``."""
+    if plat.binary_format == "pe":  # MinGW links against a DLL directly
+        return [str(lib_dir / plat.library_file(stem)) for stem in stems]
+    return [f"-L{lib_dir}", *(f"-l{stem}" for stem in stems), f"-Wl,-rpath,{lib_dir}"]
+
+
+def place_libraries_beside(plat: Platform, lib_dir: Path, folder: Path) -> None:
+    """Where the platform finds libraries only beside the program (Windows), copy them there."""
+    if plat.binary_format == "pe":
+        for dll in sorted(lib_dir.glob("*.dll")):
+            shutil.copy2(dll, folder / dll.name)
 
 
 def _run_model(
@@ -61,15 +68,7 @@ def _run_model(
     )  # fmt: skip
     with log.open("a", encoding="utf-8") as fh:
         fh.write(f"$ {' '.join(argv)}\nexit {proc.returncode}\n{proc.stdout}{proc.stderr}\n")
-    lines = proc.stdout.strip().splitlines()
-    diagnostic = f"{entry['name']}: exit {proc.returncode}; stderr tail:\n{proc.stderr[-2000:]}"
-    if not lines:
-        return None, diagnostic
-    try:
-        data: dict[str, Any] = json.loads(lines[-1])
-    except json.JSONDecodeError:
-        return None, f"{diagnostic}\nstdout tail:\n{proc.stdout[-1000:]}"
-    return data, diagnostic
+    return driver_result(proc, entry["name"])
 
 
 def run_c_driver(

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from generator.build.native import BuildResult
+from generator.smoke.c_driver import link_arguments
 
 CASES_SOURCE = Path(__file__).with_name("mtp_cases.c")
 
@@ -33,14 +34,7 @@ def compile_cases(
 ) -> Path:
     """Compile tests/native/mtp_cases.c against a build's headers and libraries."""
     exe = out / ("mtp_cases.exe" if build.platform.binary_format == "pe" else "mtp_cases")
-    lib = build.lib_dir
-    if build.platform.binary_format == "pe":
-        libs = [
-            str(lib / build.platform.library_file("llama_mtp")),
-            str(lib / build.platform.library_file("llama")),
-        ]
-    else:
-        libs = [f"-L{lib}", "-lllama_mtp", "-lllama", f"-Wl,-rpath,{lib}"]
+    libs = link_arguments(build.platform, build.lib_dir, ("llama_mtp", "llama"))
     argv = [
         compiler,
         "-std=c11",

@@ -9,7 +9,6 @@ qemu, windows-x86_64 under wine (those fail, never skip, when qemu or wine is mi
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import pytest
 
 from generator.build.native import BuildResult
 from generator.platforms import CannotRunError, Execution, execution_here, host_toolchain
+from generator.smoke.c_driver import place_libraries_beside
 from tests.conftest import BuildFactory
 from tests.native.conftest import compile_cases, parse_cases
 from tests.native.headers import read_declarations
@@ -113,9 +113,7 @@ def cases_exe(build: BuildResult, tmp_path_factory: pytest.TempPathFactory) -> P
     out = tmp_path_factory.mktemp("cases")
     extra = ["-D__USE_MINGW_ANSI_STDIO=1"] if build.platform.binary_format == "pe" else []
     exe = compile_cases(build, host_toolchain(build.platform).c_compiler, out, extra)
-    if build.platform.binary_format == "pe":  # Windows finds DLLs beside the program
-        for dll in build.lib_dir.glob("*.dll"):
-            shutil.copy2(dll, out / dll.name)
+    place_libraries_beside(build.platform, build.lib_dir, out)
     return exe
 
 
