@@ -515,12 +515,6 @@ def host_toolchain(plat: Platform) -> Toolchain:
     return zig_toolchain(toolchain) if toolchain.zig_target else toolchain
 
 
-_ZIG_WRAPPER = """#!/bin/sh
-# zig {tool} for {target} (PyPI ziglang {version}), written by llama-bindgen: do not edit
-exec {python} -m ziglang {tool} {target_args}"$@"
-"""
-
-
 def zig_toolchain(toolchain: Toolchain) -> Toolchain:
     """``toolchain`` with its compilers, ar and ranlib pointing at wrapper scripts that run this
     interpreter's ziglang, written under the cache (``zig/<target>/``). Unchanged when ziglang
@@ -528,16 +522,23 @@ def zig_toolchain(toolchain: Toolchain) -> Toolchain:
     import importlib.metadata
     import shlex
 
-    from generator.paths import default_cache_dir
+    import jinja2
+
+    from generator.paths import default_cache_dir, templates_dir
 
     if importlib.util.find_spec("ziglang") is None:
         return toolchain
+    template = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir() / "native")),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+    ).get_template("zig-wrapper.sh.j2")
     folder = default_cache_dir() / "zig" / toolchain.zig_target
     folder.mkdir(parents=True, exist_ok=True)
     paths: dict[str, str] = {}
     for tool in ("cc", "c++", "ar", "ranlib"):
-        target_args = f"-target {toolchain.zig_target} " if tool in ("cc", "c++") else ""
-        text = _ZIG_WRAPPER.format(
+        target_args = f"-target {toolchain.zig_target}" if tool in ("cc", "c++") else ""
+        text = template.render(
             tool=tool, target=toolchain.zig_target, target_args=target_args,
             python=shlex.quote(sys.executable), version=importlib.metadata.version("ziglang"),
         )  # fmt: skip
