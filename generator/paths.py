@@ -1,4 +1,14 @@
-"""Where things live: the repository checkout and the cache directory."""
+"""Where things live: the tool's own data, the checkout it works on, and the cache directory.
+
+Two kinds of files, found two ways:
+
+* the tool's data (templates, the MTP wrapper's sources, freestanding headers, the releases known
+  when the tool was built) ship inside the ``generator`` package, so an installed wheel has them;
+* a checkout (the repository a bump edits: ``releases.toml``, ``generated/``, ``CHANGELOG.md``,
+  ``reports/``, the release workflow) is the folder given with ``--repo``, else the working
+  directory or the nearest parent holding ``releases.toml``, never the folder the tool was
+  installed from.
+"""
 
 from __future__ import annotations
 
@@ -7,16 +17,75 @@ from pathlib import Path
 
 import platformdirs
 
+from generator.errors import UsageError
+
 CACHE_ENV = "LLAMA_BINDGEN_CACHE"
+REPO_ENV = "LLAMA_BINDGEN_REPO"
+CHECKOUT_MARKER = "releases.toml"
 
 
-def repo_root() -> Path:
-    """The checkout this package runs from (the folder holding ``pyproject.toml``)."""
-    return Path(__file__).resolve().parent.parent
+def package_dir() -> Path:
+    """The installed ``generator`` package (its data files sit beside its modules)."""
+    return Path(__file__).resolve().parent
 
 
 def templates_dir() -> Path:
-    return repo_root() / "templates"
+    return package_dir() / "templates"
+
+
+def wrapper_dir() -> Path:
+    """The MTP wrapper's sources: ``llama_mtp.h``, ``llama_mtp.cpp`` and its CMake project."""
+    return package_dir() / "native_wrapper"
+
+
+def bundled_releases_path() -> Path:
+    """The ``releases.toml`` the tool was built with (read-only: what ``fetch`` knows anywhere)."""
+    return package_dir() / "data" / "releases.toml"
+
+
+def _explicit_checkout() -> Path | None:
+    env = os.environ.get(REPO_ENV)
+    if not env:
+        return None
+    root = Path(env).expanduser().resolve()
+    if not (root / CHECKOUT_MARKER).is_file():
+        raise UsageError(f"--repo {root}: not a llama-bindgen checkout (no {CHECKOUT_MARKER})")
+    return root
+
+
+def find_checkout(start: Path | None = None) -> Path | None:
+    """``--repo`` (``$LLAMA_BINDGEN_REPO``) when given, else the nearest folder from ``start``
+    (the working directory) upwards that holds ``releases.toml``; None outside a checkout."""
+    explicit = _explicit_checkout()
+    if explicit is not None:
+        return explicit
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / CHECKOUT_MARKER).is_file():
+            return folder
+    return None
+
+
+def checkout_root(purpose: str) -> Path:
+    """The checkout, or a one-line error saying why ``purpose`` needs one and how to name it."""
+    root = find_checkout()
+    if root is None:
+        raise UsageError(
+            f"{purpose} needs a llama-bindgen checkout: run it inside a clone (a folder holding "
+            f"{CHECKOUT_MARKER}) or name one with --repo DIR"
+        )
+    return root
+
+
+def checkout_generated(purpose: str) -> Path:
+    """The checkout's ``generated/`` folder (see :func:`checkout_root`)."""
+    return checkout_root(purpose) / "generated"
+
+
+def releases_path() -> Path:
+    """The checkout's ``releases.toml``, else the one bundled with the tool."""
+    root = find_checkout()
+    return root / CHECKOUT_MARKER if root is not None else bundled_releases_path()
 
 
 def default_cache_dir() -> Path:

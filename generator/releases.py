@@ -14,7 +14,7 @@ from typing import Any
 import tomlkit
 
 from generator.errors import UsageError
-from generator.paths import repo_root
+from generator.paths import releases_path
 
 SCHEMA_VERSION = 1
 _HEX = re.compile(r"^[0-9a-f]{7,40}$")
@@ -61,10 +61,6 @@ class ResolvedRef:
     @property
     def pinned(self) -> bool:
         return self.release is not None
-
-
-def releases_path() -> Path:
-    return repo_root() / "releases.toml"
 
 
 def load_document(path: Path | None = None) -> tomlkit.TOMLDocument:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from generator.hashing import file_sha256
-from generator.paths import repo_root
+from generator.paths import package_dir
 
 BUILD_INFO_NAME = "build-info.json"
 BUILD_INFO_FORMAT = 1
@@ -25,15 +25,13 @@ WRAPPER_SOURCES: tuple[str, ...] = (
 
 
 def wrapper_sources_sha256() -> str:
-    """One digest over the wrapper's sources, the platform table and the native templates."""
+    """One digest over the wrapper's sources, the platform registry and the native templates
+    (paths relative to the package, so every copy of one version gives one digest)."""
     h = hashlib.sha256()
-    root = repo_root()
+    root = package_dir()
     extra = sorted(
         p.relative_to(root).as_posix()
-        for p in [
-            root / "generator" / "build" / "platforms.py",
-            *(root / "templates" / "native").iterdir(),
-        ]
+        for p in [root / "platforms.py", *(root / "templates" / "native").iterdir()]
         if p.is_file()
     )
     for rel in [*WRAPPER_SOURCES, *extra]:

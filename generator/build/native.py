@@ -48,7 +48,7 @@ from generator.emit import API_MODULE
 from generator.errors import UsageError
 from generator.hashing import file_sha256
 from generator.ir import Interface
-from generator.paths import default_cache_dir, repo_root, templates_dir
+from generator.paths import default_cache_dir, templates_dir, wrapper_dir
 from generator.platforms import (
     BASE_CMAKE_OPTIONS,
     Platform,
@@ -90,7 +90,7 @@ def build_dir_for(tree: TreeInfo, plat: Platform) -> Path:
     """One build folder per platform, commit, tree location and wrapper source folder: two copies
     of one commit (say a patched copy in a test), or two checkouts of this project building one
     tree, must not share a CMake cache (CMake refuses a cache made from another source folder)."""
-    sources = f"{tree.root}\0{repo_root() / 'native_wrapper'}"
+    sources = f"{tree.root}\0{wrapper_dir()}"
     where = hashlib.sha256(sources.encode()).hexdigest()[:8]
     return default_cache_dir() / "build" / f"{plat.name}-{tree.commit12}-{where}"
 
@@ -148,7 +148,7 @@ def build_interface(tree: TreeInfo) -> tuple[Interface, list[str]]:
     from generator.parse.options import ParseOptions
     from generator.platforms import HOST_TARGET
 
-    wrapper = repo_root() / "native_wrapper" / "llama_mtp.h"
+    wrapper = wrapper_dir() / "llama_mtp.h"
     source = tree_source(tree.root)
     if tree.mtp_api_missing_reason is None and wrapper.is_file():
         try:
@@ -363,7 +363,7 @@ def build_native(
     configure = [
         "cmake",
         "-S",
-        str(repo_root() / "native_wrapper"),
+        str(wrapper_dir()),
         "-B",
         str(cmake_dir),
         "-G",

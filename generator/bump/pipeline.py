@@ -67,6 +67,7 @@ class BumpOptions:
     cache: Path | None = None
     mirror: str | None = None
     source: Path | None = None
+    allow_dirty: bool = False
     github_base: str | None = None
     platforms: tuple[str, ...] = ()
 
@@ -136,6 +137,7 @@ def run_bump(options: BumpOptions, hooks: BumpHooks | None = None) -> BumpReport
         options.cache,
         mirror=options.mirror,
         source=options.source,
+        allow_dirty=options.allow_dirty,
         github_base=options.github_base,
         releases=load_releases(repo / "releases.toml"),
     )
@@ -148,7 +150,7 @@ def run_bump(options: BumpOptions, hooks: BumpHooks | None = None) -> BumpReport
 
     _stage(2, "generate", f"bindings for {fetched.tag or fetched.commit[:12]}")
     api = parse_interface(
-        ParseOptions(tree=fetched.tree, wrapper_header=default_wrapper_header(repo, fetched.tree)),
+        ParseOptions(tree=fetched.tree, wrapper_header=default_wrapper_header(fetched.tree)),
         tree_source(fetched.tree),
         progress=True,
     )
@@ -232,7 +234,7 @@ def _record(
         for key, value in (
             ("ref", ref), ("tag", fetched.tag), ("commit", fetched.commit),
             ("digest", fetched.digest), ("digest_algorithm", "llama-bindgen-tree-v1"),
-            ("mtp", default_wrapper_header(repo, fetched.tree) is not None),
+            ("mtp", default_wrapper_header(fetched.tree) is not None),
         ):  # fmt: skip
             entry[key] = value
         doc.setdefault("release", tomlkit.aot()).append(entry)

@@ -11,7 +11,7 @@ import argparse
 from typing import Any
 
 from generator.commands.fetch import add_source_options, github_base
-from generator.paths import repo_root
+from generator.paths import checkout_root
 
 
 def run(args: argparse.Namespace) -> int:
@@ -20,10 +20,11 @@ def run(args: argparse.Namespace) -> int:
     report = run_bump(
         BumpOptions(
             ref=args.ref,
-            repo=repo_root(),
+            repo=checkout_root("bump"),
             cache=args.cache,
             mirror=args.mirror,
             source=args.source,
+            allow_dirty=args.allow_dirty,
             github_base=github_base(args),
             platforms=tuple(args.platform or ()),
         )

@@ -23,7 +23,15 @@ def add_source_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--mirror", metavar="URL", help="a server with GitHub's archive URL layout")
     parser.add_argument(
-        "--source", metavar="PATH", type=Path, help="a local llama.cpp folder or tarball"
+        "--source",
+        metavar="PATH",
+        type=Path,
+        help="a local llama.cpp folder, git clone (its HEAD is the commit) or tarball",
+    )
+    parser.add_argument(
+        "--allow-dirty",
+        action="store_true",
+        help="take a --source git clone with uncommitted changes (recorded in the tree metadata)",
     )
     parser.add_argument(
         "--no-github",
@@ -45,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
         mirror=args.mirror,
         source=args.source,
         github_base=github_base(args),
+        allow_dirty=args.allow_dirty,
     )
     print(f"commit {result.commit}")
     print(f"digest {result.digest}")

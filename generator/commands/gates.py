@@ -18,7 +18,7 @@ from typing import Any
 
 from generator.emit import PACKAGE_NAME
 from generator.errors import GateFailedError, GateNotRunError, UsageError
-from generator.paths import repo_root
+from generator.paths import checkout_generated
 from generator.platforms import (
     BUILT_BACKENDS,
     PLATFORMS,
@@ -108,7 +108,9 @@ def run(args: argparse.Namespace) -> int:
             f"the {args.backend} backend is not built yet (built: {', '.join(BUILT_BACKENDS)})"
         )
     tree = read_tree(args.tree)
-    bindings_parent: Path = (args.bindings or repo_root() / "generated").resolve()
+    bindings_parent: Path = (
+        args.bindings or checkout_generated("gates without --bindings")
+    ).resolve()
     api = _bindings_interface(bindings_parent, tree.commit)
     out: Path | None = args.out
 

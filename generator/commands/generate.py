@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from generator.emit import PACKAGE_NAME, emit_package
-from generator.paths import repo_root
+from generator.paths import checkout_generated
 from generator.platforms import DEFAULT_TARGETS
 
 
@@ -27,7 +27,10 @@ def register(subparsers: Any) -> None:
         "--out",
         type=Path,
         default=None,
-        help=f"output folder (default: <repo>/generated); {PACKAGE_NAME}/ is replaced inside it",
+        help=(
+            f"output folder (default: generated/ of the checkout); {PACKAGE_NAME}/ is "
+            "replaced inside it"
+        ),
     )
     parser.add_argument(
         "--target",
@@ -42,7 +45,10 @@ def register(subparsers: Any) -> None:
         "--wrapper-header",
         type=Path,
         default=None,
-        help="MTP wrapper header (default: <repo>/native_wrapper/llama_mtp.h when it exists)",
+        help=(
+            "MTP wrapper header (default: the llama_mtp.h shipped with this tool, when the "
+            "tree has the MTP API)"
+        ),
     )
     wrapper.add_argument(
         "--no-wrapper", action="store_true", help="bind llama.cpp only, without the MTP wrapper"
@@ -60,14 +66,14 @@ def wrapper_header_for(args: argparse.Namespace) -> Path | None:
     if args.wrapper_header is not None:
         path: Path = args.wrapper_header.resolve()
         return path
-    return default_wrapper_header(repo_root(), args.tree.resolve())
+    return default_wrapper_header(args.tree.resolve())
 
 
 def run(args: argparse.Namespace) -> int:
     from generator.parse.frontend import ParseOptions, parse_interface, tree_source
 
     tree: Path = args.tree.resolve()
-    out: Path = (args.out or repo_root() / "generated").resolve()
+    out: Path = (args.out or checkout_generated("generate without --out")).resolve()
     source = tree_source(tree, args.tag, args.commit)
     options = ParseOptions(
         tree=tree,

@@ -12,14 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from generator.errors import UsageError
-from generator.paths import default_cache_dir, repo_root
+from generator.paths import checkout_generated, default_cache_dir, releases_path
 from generator.release.assemble import ReleaseInputs, assemble_release, release_tag
 from generator.release.checksums import check_sums
 from generator.release.errors import PublishError
 from generator.release.gates import parse_gate_record
 from generator.release.github import DEFAULT_API_URL, TOKEN_ENV, GitHubReleases, token_from_env
 from generator.release.notes import NOTES_NAME
-from generator.releases import load_releases, releases_path, resolve_ref
+from generator.releases import load_releases, resolve_ref
 
 
 def default_native_dir(commit: str) -> Path:
@@ -33,8 +33,8 @@ def run(args: argparse.Namespace) -> int:
     if rel is None:
         raise UsageError(f"{args.ref} has no entry in {toml_path}; only recorded releases ship")
     token = token_from_env() if args.publish else ""  # fail before packing anything
-    if args.publish and not args.repo:
-        raise UsageError("--publish needs --repo OWNER/NAME")
+    if args.publish and not args.github_repo:
+        raise UsageError("--publish needs --github-repo OWNER/NAME")
     notes_path: Path | None = args.notes
     if notes_path is None and isinstance(rel.extra.get("notes"), str) and rel.extra["notes"]:
         notes_path = toml_path.parent / rel.extra["notes"]
@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
         release=rel,
         gates=parse_gate_record(rel.ref, rel.extra),
         native_dir=args.native or default_native_dir(rel.commit),
-        generated_dir=args.generated or repo_root() / "generated",
+        generated_dir=args.generated or checkout_generated("release without --generated"),
         notes_path=notes_path,
     )
     result = assemble_release(inputs, args.out)
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     problems = check_sums(result.out)
     if problems:  # what is uploaded is exactly what SHA256SUMS lists
         raise PublishError(f"{result.out}: {'; '.join(problems)}; nothing was published")
-    client = GitHubReleases(args.repo, token, api_url=args.api_url)
+    client = GitHubReleases(args.github_repo, token, api_url=args.api_url)
     body = (result.out / NOTES_NAME).read_text(encoding="utf-8")
     published = client.publish(
         release_tag(rel),
@@ -99,7 +99,9 @@ def register(subparsers: Any) -> None:
         "--releases", type=Path, default=None, help="releases.toml to read (default: the repo's)"
     )
     parser.add_argument("--publish", action="store_true", help="publish to GitHub Releases")
-    parser.add_argument("--repo", metavar="OWNER/NAME", help="GitHub repository to publish to")
+    parser.add_argument(
+        "--github-repo", metavar="OWNER/NAME", help="GitHub repository to publish to"
+    )
     parser.add_argument(
         "--api-url", default=DEFAULT_API_URL, help=f"GitHub API base (default {DEFAULT_API_URL})"
     )

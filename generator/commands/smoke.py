@@ -10,7 +10,7 @@ from typing import Any
 
 from generator.emit import PACKAGE_NAME
 from generator.errors import GateFailedError, GateNotRunError, UsageError
-from generator.paths import repo_root
+from generator.paths import checkout_generated
 from generator.platforms import PLATFORMS
 
 
@@ -82,12 +82,17 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--lib-dir takes one --platform")
     if args.model is not None and not args.model.is_file():
         raise UsageError(f"model {args.model} not found")
-    bindings_parent: Path = (args.bindings or repo_root() / "generated").resolve()
+    bindings_parent: Path = (
+        args.bindings or checkout_generated("smoke without --bindings")
+    ).resolve()
+    commit = _bindings_commit(bindings_parent)  # refuses a folder without bindings up front
+    if args.lib_dir is not None and not args.lib_dir.is_dir():
+        raise UsageError(f"--lib-dir {args.lib_dir}: no such folder")
     tree: Path | None = args.tree
     if args.lib_dir is None and tree is None:
         from generator.sources.fetch import fetch_tree
 
-        tree = fetch_tree(_bindings_commit(bindings_parent), github_base=None).tree
+        tree = fetch_tree(commit, github_base=None).tree
     reports = []
     with tempfile.TemporaryDirectory(prefix="llama-bindgen-smoke-") as tmp:
         for platform in platforms:

@@ -17,6 +17,7 @@ from generator.parse import declarations, probes
 from generator.parse.clang_api import TranslationUnit, diagnostics, parse
 from generator.parse.options import ENTRY_NAME, ParseOptions
 from generator.parse.types import UnsupportedType
+from generator.paths import wrapper_dir
 from generator.platforms import DEFAULT_TARGETS, HOST_TARGET
 from generator.sources.tree_metadata import TREE_METADATA, load_tree_metadata
 
@@ -110,11 +111,11 @@ def parse_interface(options: ParseOptions, source: Source, progress: bool = Fals
     )
 
 
-def default_wrapper_header(repo: Path, tree: Path | None = None) -> Path | None:
-    """The repository's MTP wrapper header, when it exists and (given ``tree``) the tree has the
+def default_wrapper_header(tree: Path | None = None) -> Path | None:
+    """The tool's MTP wrapper header, when it exists and (given ``tree``) the tree has the
     MTP API the wrapper needs: the same rule the native build uses, so the bindings and the
     built ABI identity library describe the same declarations."""
-    candidate = repo / "native_wrapper" / "llama_mtp.h"
+    candidate = wrapper_dir() / "llama_mtp.h"
     if not candidate.is_file():
         return None
     if tree is not None:

@@ -1,11 +1,11 @@
-"""Render ``.github/workflows/release.yml`` from ``templates/ci/release.yml.j2`` and the matrix."""
+"""Render ``.github/workflows/release.yml`` from ``ci/release.yml.j2`` and the matrix."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from generator import __version__
-from generator.paths import repo_root
+from generator.paths import checkout_root
 from generator.platforms import apt_packages_for
 from generator.release.ci_matrix import PUBLISH_RUNNER, PYTHON_VERSION, ci_jobs
 from generator.release.render import render
@@ -15,7 +15,7 @@ TESTS_HOST = "linux-x86_64"  # the platform of PUBLISH_RUNNER, where the test su
 
 
 def default_workflow_path() -> Path:
-    return repo_root() / WORKFLOW_PATH
+    return checkout_root("the release workflow") / WORKFLOW_PATH
 
 
 def render_workflow() -> str:

@@ -115,6 +115,7 @@ def _providers(
     mirror: str | None,
     source: Path | None,
     github_base: str | None,
+    allow_dirty: bool = False,
 ) -> list[Provider]:
     providers: list[Provider] = []
     if github_base:
@@ -122,7 +123,7 @@ def _providers(
     if mirror:
         providers.append(ArchiveProvider(mirror, "mirror"))
     if source is not None:
-        providers.append(LocalProvider(source))
+        providers.append(LocalProvider(source, allow_dirty))
     if want.release is not None:
         providers.extend(SdistProvider(s, cache / "sdists") for s in want.release.sdists)
     return providers
@@ -148,6 +149,7 @@ def fetch_tree(
     source: Path | None = None,
     github_base: str | None = GITHUB_BASE_URL,
     releases: list[Release] | None = None,
+    allow_dirty: bool = False,
 ) -> FetchResult:
     """Return a verified tree for ``ref``, fetching it through the first provider that works."""
     from generator.paths import default_cache_dir
@@ -178,7 +180,7 @@ def fetch_tree(
             want.release is not None,
         )
 
-    providers = _providers(want, cache, mirror, source, github_base)
+    providers = _providers(want, cache, mirror, source, github_base, allow_dirty)
     if not providers:
         raise SourceError(f"{ref}: no provider to try (not pinned, and no --mirror or --source)")
     tmp_root = cache / "tmp"
@@ -201,7 +203,7 @@ def fetch_tree(
             shutil.rmtree(work, ignore_errors=True)
         _log(f"{ref}: tree {result.commit[:12]} verified from {provider.name}")
         return result
-    raise SourceError(f"{ref}: every provider failed:\n" + "\n".join(f"  - {f}" for f in failures))
+    raise SourceError(f"{ref}: every provider failed: " + "; ".join(failures))
 
 
 def _try_provider(provider: Provider, want: ResolvedRef, work: Path, trees: Path) -> FetchResult:
@@ -209,7 +211,9 @@ def _try_provider(provider: Provider, want: ResolvedRef, work: Path, trees: Path
     commit = want.commit
     if material.stated_commit:
         if commit and not material.stated_commit.startswith(commit):
-            raise SourceError(f"archive states commit {material.stated_commit}, expected {commit}")
+            raise SourceError(
+                f"{provider.name} states commit {material.stated_commit}, expected {commit}"
+            )
         commit = material.stated_commit
     if len(commit) != 40:
         raise SourceError(
@@ -230,6 +234,9 @@ def _try_provider(provider: Provider, want: ResolvedRef, work: Path, trees: Path
         "provider": provider.name,
         "pinned": "true" if want.release is not None else "false",
     }
+    if material.dirty:
+        _log(f"  taking a clone with uncommitted changes ({material.dirty})")
+        meta["dirty"] = material.dirty
     (tree / TREE_METADATA).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
     final = trees / commit
     trees.mkdir(parents=True, exist_ok=True)

@@ -30,6 +30,7 @@ class Material:
     archive: Path | None = None
     folder: Path | None = None
     stated_commit: str = ""
+    dirty: str = ""  # for a clone taken with uncommitted changes: what changed
 
 
 class Provider(Protocol):
@@ -70,15 +71,23 @@ class ArchiveProvider:
 
 @dataclass(frozen=True)
 class LocalProvider:
-    """A local folder holding a tree, or a tarball (GitHub archive, sdist or plain tar)."""
+    """A local folder holding a tree, or a tarball (GitHub archive, sdist or plain tar).
+
+    A git clone states its own commit (HEAD); a clone with uncommitted changes is refused unless
+    ``allow_dirty``, and a tag asked for must name the clone's HEAD."""
 
     path: Path
+    allow_dirty: bool = False
 
     @property
     def name(self) -> str:
         return f"local source ({self.path})"
 
     def obtain(self, want: ResolvedRef, workdir: Path) -> Material:
+        from generator.sources.git_clone import is_clone_top
+
+        if self.path.is_dir() and is_clone_top(self.path):
+            return self._from_clone(want)
         if self.path.is_dir():
             return Material(folder=self.path)
         if self.path.is_file():
@@ -86,6 +95,33 @@ class LocalProvider:
 
             return Material(archive=self.path, stated_commit=pax_commit(self.path))
         raise SourceError(f"{self.path}: no such file or folder")
+
+    def _from_clone(self, want: ResolvedRef) -> Material:
+        from generator.sources.git_clone import read_clone, tag_commit
+
+        state = read_clone(self.path)
+        if state.dirty and not self.allow_dirty:
+            raise SourceError(
+                f"git clone {state.folder} has uncommitted changes ({state.describe_changes()}); "
+                "commit or stash them, or pass --allow-dirty to take the tree as it is"
+            )
+        if want.tag and not want.commit:
+            named = tag_commit(state.folder, want.tag)
+            if named is None:
+                raise SourceError(
+                    f"git clone {state.folder} has no tag {want.tag}: fetch its tags "
+                    f"(git fetch --tags) or give the commit instead of the tag"
+                )
+            if named != state.commit:
+                raise SourceError(
+                    f"tag {want.tag} is commit {named} but the clone {state.folder} has "
+                    f"{state.commit} checked out: git checkout {want.tag}"
+                )
+        return Material(
+            folder=state.folder,
+            stated_commit=state.commit,
+            dirty=state.describe_changes() if state.dirty else "",
+        )
 
 
 @dataclass(frozen=True)

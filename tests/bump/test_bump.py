@@ -14,18 +14,18 @@ from generator.build.native import BuildResult
 from generator.bump.gates import FAILED, PASSED, GateOutcome, PlatformRun
 from generator.bump.pipeline import BumpFailed, BumpHooks, BumpOptions, run_bump
 from generator.errors import SourceError
-from generator.paths import repo_root
 from tests.conftest import BuildFactory
+from tests.repo import REPO_ROOT
 from tests.sources.http_server import Routes, serve
 
-COPIED = ("generated", "native_wrapper", "releases.toml", "CHANGELOG.md")
+COPIED = ("generated", "releases.toml", "CHANGELOG.md")
 
 
 def fake_repo(tmp_path: Path) -> Path:
     repo = tmp_path / "repo"
     repo.mkdir()
     for name in COPIED:
-        src = repo_root() / name
+        src = REPO_ROOT / name
         if src.is_dir():
             shutil.copytree(src, repo / name, ignore=shutil.ignore_patterns("__pycache__"))
         else:
@@ -132,7 +132,7 @@ def test_all_gates_passing_records_everything(
     assert changelog.index("## llama.cpp b11312 pinned") < changelog.index("## Unreleased")
     assert (repo / "generated" / "llama_bindings" / "abi_manifest.json").is_file()
     # the committed bindings are exactly what this bump writes
-    assert snapshot(repo / "generated") == snapshot(repo_root() / "generated")
+    assert snapshot(repo / "generated") == snapshot(REPO_ROOT / "generated")
     # bumping the current pin again re-records it: same report and changelog, no second entry
     recorded = snapshot(repo)
     again = run_bump(

@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from generator.paths import repo_root
+from tests.repo import REPO_ROOT
 
-PACKAGE = repo_root() / "generated" / "llama_bindings"
+PACKAGE = REPO_ROOT / "generated" / "llama_bindings"
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "generator", *args],
         capture_output=True, text=True, cwd=cwd, timeout=300,
-        env={**os.environ, "PYTHONPATH": str(repo_root())},
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
     )  # fmt: skip
 
 
@@ -45,7 +45,7 @@ def test_generate_for_an_unknown_target(tree_b11312: Path, tmp_path: Path) -> No
 
 
 def test_diff_of_a_file_that_is_not_an_ir(tmp_path: Path) -> None:
-    proc = _cli("diff", str(repo_root() / "README.md"), str(PACKAGE), cwd=tmp_path)
+    proc = _cli("diff", str(REPO_ROOT / "README.md"), str(PACKAGE), cwd=tmp_path)
     assert "README.md: not an ir.json" in _one_line_error(proc, "diff")
 
 
@@ -56,3 +56,71 @@ def test_diff_writes_only_what_is_asked(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == [], "diff wrote files nobody asked for"
     proc = _cli("diff", ir, ir, "--json", "r.json", cwd=tmp_path)
     assert proc.returncode == 0 and (tmp_path / "r.json").is_file(), proc.stderr
+
+
+# One bad input (or more) per command: each ends in one line and exit status 2.
+BAD_INPUTS: list[tuple[tuple[str, ...], str]] = [
+    (("build", "--tree", "/nonexistent", "--platform", "linux-x86_64"), "/nonexistent"),
+    (("build", "--tree", "{tree}", "--platform", "linux-x86_64", "--jobs", "0"), "--jobs"),
+    (("bump", "nosuchtag", "--no-github", "--repo", "{checkout}"), "no provider to try"),
+    (("bump", "b11312", "--repo", "{tmp}/nowhere"), "not a llama-bindgen checkout"),
+    (("diff", "{tmp}/missing.json", str(PACKAGE)), "no such file or folder"),
+    (("fetch", ""), "empty REF"),
+    (("fetch", "b1", "--no-github", "--source", "{tmp}/nothing"), "no such file or folder"),
+    (("gates", "--tree", "{tree}", "--platform", "linux-x86_64", "--bindings", "{tmp}"),
+     "abi_manifest.json not found"),
+    (("generate", "--tree", "{tree}"), "needs a llama-bindgen checkout"),
+    (("make-test-model", "{file}/model.gguf"), "{file}"),
+    (("matrix", "--output", "{file}/release.yml"), "{file}"),
+    (("release", "nosuch", "--repo", "{checkout}"), "has no entry"),
+    (("smoke", "--platform", "linux-x86_64", "--bindings", "{tmp}"),
+     "abi_manifest.json not found"),
+    (("smoke", "--platform", "linux-x86_64", "--model", "{tmp}/none.gguf"), "not found"),
+    (("smoke", "--platform", "linux-x86_64", "--lib-dir", "{tmp}/none",
+      "--bindings", str(REPO_ROOT / "generated")), "no such folder"),
+]  # fmt: skip
+
+
+@pytest.mark.needs_tree
+@pytest.mark.parametrize(
+    ("args", "expected"), BAD_INPUTS, ids=[" ".join(a)[:50] for a, _ in BAD_INPUTS]
+)
+def test_every_command_refuses_bad_input_in_one_line(
+    args: tuple[str, ...], expected: str, tree_b11312: Path, tmp_path: Path
+) -> None:
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    (checkout / "releases.toml").write_bytes((REPO_ROOT / "releases.toml").read_bytes())
+    (tmp_path / "a-file").write_text("not a folder\n")
+    values = {"tree": str(tree_b11312), "checkout": str(checkout), "tmp": str(tmp_path),
+              "file": str(tmp_path / "a-file")}  # fmt: skip
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = _cli(*(a.format(**values) for a in args), cwd=work)
+    assert expected.format(**values) in _one_line_error(proc, args[0])
+    assert list(work.iterdir()) == [], "a refused command left files behind"
+
+
+def test_every_command_has_a_bad_input_case() -> None:
+    from generator.cli import COMMAND_MODULES
+
+    commands = {m.rsplit(".", 1)[1].replace("_", "-") for m in COMMAND_MODULES}
+    assert commands == {args[0] for args, _ in BAD_INPUTS}
+
+
+def test_a_bug_is_one_line_with_a_way_to_the_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from generator import cli
+
+    def broken(args: object) -> int:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr("generator.commands.matrix.run", broken)
+    monkeypatch.delenv(cli.TRACEBACK_ENV, raising=False)
+    assert cli.main(["matrix", "--check"]) == cli.INTERNAL_EXIT
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "RuntimeError: boom" in err and cli.TRACEBACK_ENV in err
+    monkeypatch.setenv(cli.TRACEBACK_ENV, "1")
+    with pytest.raises(RuntimeError, match="boom"):
+        cli.main(["matrix", "--check"])

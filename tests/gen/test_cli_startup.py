@@ -10,7 +10,8 @@ from pathlib import Path
 
 from generator import cli
 from generator.emit import render
-from generator.paths import CACHE_ENV, repo_root
+from generator.paths import CACHE_ENV
+from tests.repo import REPO_ROOT
 
 
 def _modules_after_parsing(argv: list[str]) -> set[str]:
@@ -24,7 +25,7 @@ def _modules_after_parsing(argv: list[str]) -> set[str]:
         "print(json.dumps(sorted(sys.modules)))\n"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code], cwd=repo_root(), check=True, capture_output=True, text=True
+        [sys.executable, "-c", code], cwd=REPO_ROOT, check=True, capture_output=True, text=True
     ).stdout
     return set(json.loads(out))
 
@@ -57,12 +58,12 @@ def test_template_bytecode_is_cached_and_an_unwritable_cache_is_ignored(tmp_path
         "from generator.emit.render import environment\n"
         "environment().get_template('bindings/_ffi.py.j2')\n"
     )
-    subprocess.run([sys.executable, "-c", render_code], cwd=repo_root(), env=env, check=True)
+    subprocess.run([sys.executable, "-c", render_code], cwd=REPO_ROOT, env=env, check=True)
     assert list((tmp_path / "cache" / render.BYTECODE_FOLDER).glob("*.cache"))
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
     env[CACHE_ENV] = str(blocker)
     done = subprocess.run(
-        [sys.executable, "-c", render_code], cwd=repo_root(), env=env, capture_output=True
+        [sys.executable, "-c", render_code], cwd=REPO_ROOT, env=env, capture_output=True
     )
     assert done.returncode == 0, done.stderr

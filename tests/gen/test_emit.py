@@ -20,16 +20,8 @@ from generator.parse.frontend import (
     parse_interface,
     tree_source,
 )
-from generator.paths import repo_root
 from tests.gen.conftest import FAKE_WRAPPER
-
-
-def _files(folder: Path) -> dict[str, bytes]:
-    return {
-        p.relative_to(folder).as_posix(): p.read_bytes()
-        for p in sorted(folder.rglob("*"))
-        if p.is_file() and "__pycache__" not in p.parts
-    }
+from tests.repo import REPO_ROOT, folder_files
 
 
 def _copy_headers(tree: Path, dest: Path) -> Path:
@@ -56,7 +48,7 @@ def test_generation_is_deterministic_across_runs_and_paths(
         wrapper.parent.mkdir()
         shutil.copy2(FAKE_WRAPPER, wrapper)
         api = parse_interface(ParseOptions(tree, wrapper_header=wrapper), tree_source(tree))
-        outputs.append(_files(emit_package(api, tmp_path / f"out{index}").package_dir))
+        outputs.append(folder_files(emit_package(api, tmp_path / f"out{index}").package_dir))
     assert outputs[0] == outputs[1] == outputs[2]
     for name, data in outputs[0].items():
         assert str(tmp_path).encode() not in data, name
@@ -64,12 +56,12 @@ def test_generation_is_deterministic_across_runs_and_paths(
 
 
 def test_committed_output_is_what_generate_makes(tree_b11312: Path, tmp_path: Path) -> None:
-    committed = repo_root() / "generated" / PACKAGE_NAME
+    committed = REPO_ROOT / "generated" / PACKAGE_NAME
     assert committed.is_dir(), "generated/llama_bindings is missing: run llama-bindgen generate"
-    options = ParseOptions(tree_b11312, wrapper_header=default_wrapper_header(repo_root()))
+    options = ParseOptions(tree_b11312, wrapper_header=default_wrapper_header())
     fresh = emit_package(parse_interface(options, tree_source(tree_b11312)), tmp_path)
-    expected = _files(fresh.package_dir)
-    actual = {k: v for k, v in _files(committed).items() if not k.startswith("lib/")}
+    expected = folder_files(fresh.package_dir)
+    actual = {k: v for k, v in folder_files(committed).items() if not k.startswith("lib/")}
     assert actual.keys() == expected.keys()
     stale = [name for name in expected if actual[name] != expected[name]]
     assert not stale, f"stale files in generated/{PACKAGE_NAME}: {stale}; rerun generate"
@@ -121,7 +113,7 @@ def test_package_imports_and_enums_equal_clang(package: Path) -> None:
 def test_generated_python_passes_ruff(package: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "ruff", "check", "--no-cache", "--config",
-         str(repo_root() / "pyproject.toml"), str(package)],
+         str(REPO_ROOT / "pyproject.toml"), str(package)],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr

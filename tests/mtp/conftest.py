@@ -15,9 +15,9 @@ import pytest
 
 from generator.build.native import BuildResult, build_native
 from generator.errors import BindgenError
-from generator.paths import repo_root
+from tests.repo import REPO_ROOT
 
-BINDINGS_PARENT = repo_root() / "generated"
+BINDINGS_PARENT = REPO_ROOT / "generated"
 
 
 def build_or_fail(tree: Path, platform: str) -> BuildResult:

@@ -7,15 +7,15 @@ import json
 from pathlib import Path
 
 from generator.build.native import BuildResult
-from generator.paths import repo_root
 from generator.verify.symbols_gate import STRICT_LIBRARIES
 from tests.native.headers import read_declarations
+from tests.repo import REPO_ROOT
 
 MANIFEST = Path("generated") / "llama_bindings" / "abi_manifest.json"
 
 
 def manifest_path() -> Path:
-    return repo_root() / MANIFEST
+    return REPO_ROOT / MANIFEST
 
 
 def expected_functions(

@@ -16,11 +16,11 @@ import pytest
 
 from generator.build.api_module import module_file_name
 from generator.hashing import file_sha256
-from generator.paths import repo_root
 from tests.conftest import BuildFactory
+from tests.repo import REPO_ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]
-PACKAGE = repo_root() / "generated" / "llama_bindings"
+PACKAGE = REPO_ROOT / "generated" / "llama_bindings"
 
 # Both modes in one process, on the same libraries: every field of the struct returned by value
 # and a call taking a struct pointer must agree.

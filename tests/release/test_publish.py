@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from generator.paths import repo_root
 from tests.release.fixtures import PASSED, TAG, make_generated, make_native, write_releases
 from tests.release.github_server import FakeGitHub, FakeRelease, serve
+from tests.repo import REPO_ROOT
 
 REPO = "example/llama-bindgen"
 PLATFORMS = ("linux-x86_64", "windows-x86_64")
@@ -39,12 +39,12 @@ def publish(
     tmp_path: Path, inputs: list[str], api: str, token: str | None
 ) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "GITHUB_TOKEN"}
-    env["PYTHONPATH"] = str(repo_root())
+    env["PYTHONPATH"] = str(REPO_ROOT)
     if token is not None:
         env["GITHUB_TOKEN"] = token
     return subprocess.run(
         [sys.executable, "-m", "generator", "release", TAG, "--out", str(tmp_path / "dist"),
-         *inputs, "--publish", "--repo", REPO, "--api-url", api],
+         *inputs, "--publish", "--github-repo", REPO, "--api-url", api],
         capture_output=True, text=True, env=env, check=False, timeout=120,
     )  # fmt: skip
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from generator.paths import repo_root
 from generator.releases import load_releases
 from tests.conftest import BuildFactory
+from tests.repo import REPO_ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]
 
@@ -31,7 +31,7 @@ def test_pinned_release_verifies_with_sha256sum(
     proc = subprocess.run(
         [sys.executable, "-m", "generator", "release", "b11312", "--out", str(out),
          "--native", str(native)],
-        cwd=repo_root(), capture_output=True, text=True, check=False,
+        cwd=REPO_ROOT, capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     check = subprocess.run(

@@ -31,8 +31,8 @@ from typing import Any
 import pytest
 import yaml
 
-from generator.paths import repo_root
 from generator.release.workflow import default_workflow_path
+from tests.repo import REPO_ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]
 
@@ -90,10 +90,10 @@ def _copy_checkout(dest: Path) -> None:
     """Tracked and untracked-but-not-ignored files: what a push of this working tree holds."""
     listed = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=repo_root(), capture_output=True, check=True,
+        cwd=REPO_ROOT, capture_output=True, check=True,
     ).stdout.decode().split("\0")  # fmt: skip
     for name in filter(None, listed):
-        source = repo_root() / name
+        source = REPO_ROOT / name
         if source.is_file():
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, dest / name)

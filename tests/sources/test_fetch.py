@@ -160,7 +160,7 @@ def test_all_providers_failing_lists_each_reason(tmp_path: Path, fake_release: R
             )
     text = str(info.value)
     assert "GitHub archive" in text and "mirror" in text and "local source" in text
-    assert text.count("\n  - ") == 3
+    assert text.count("; ") == 2 and "\n" not in text
 
 
 def test_unpinned_tag_takes_commit_from_archive(tmp_path: Path) -> None:

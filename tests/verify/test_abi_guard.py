@@ -17,12 +17,13 @@ from generator.build.native import BuildResult
 from generator.emit import emit_package
 from generator.parse.frontend import parse_interface, tree_source
 from generator.parse.options import HOST_TARGET, ParseOptions
-from generator.paths import default_cache_dir, repo_root
+from generator.paths import default_cache_dir, wrapper_dir
 from tests.conftest import BuildFactory
+from tests.repo import REPO_ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]
-WRAPPER_HEADER = repo_root() / "native_wrapper" / "llama_mtp.h"
-PACKAGE = repo_root() / "generated" / "llama_bindings"
+WRAPPER_HEADER = wrapper_dir() / "llama_mtp.h"
+PACKAGE = REPO_ROOT / "generated" / "llama_bindings"
 LOAD_AND_CALL = """
 import json, sys
 import llama_bindings as lb
@@ -69,12 +70,12 @@ def build_old(native_build: BuildFactory, tree_63d93d1: Path) -> BuildResult:
 
 
 def test_matching_bindings_load_and_call(build_new: BuildResult) -> None:
-    result = load_in_subprocess(repo_root() / "generated", build_new.lib_dir)
+    result = load_in_subprocess(REPO_ROOT / "generated", build_new.lib_dir)
     assert result == {"error": None, "n_ctx": 512}
 
 
 def test_new_bindings_refuse_old_libraries(build_old: BuildResult) -> None:
-    result = load_in_subprocess(repo_root() / "generated", build_old.lib_dir)
+    result = load_in_subprocess(REPO_ROOT / "generated", build_old.lib_dir)
     assert result["error"] == "AbiMismatchError"
     message = str(result["message"])
     assert "63d93d17336e41e4cc73a64451e5b1d2477abdb1" in message
@@ -131,11 +132,11 @@ def test_inserted_field_is_refused(tree_b11312: Path, tmp_path: Path) -> None:
         [sys.executable, "-m", "generator", "build", "--tree", str(tree),
          "--platform", "linux-x86_64", "--out", str(tmp_path / "native")],
         env={**os.environ, "LLAMA_BINDGEN_CACHE": str(cache)},
-        capture_output=True, text=True, check=False, cwd=repo_root(),
+        capture_output=True, text=True, check=False, cwd=REPO_ROOT,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     lib_dir = tmp_path / "native" / "linux-x86_64" / "lib"
-    result = load_in_subprocess(repo_root() / "generated", lib_dir)
+    result = load_in_subprocess(REPO_ROOT / "generated", lib_dir)
     assert result["error"] == "AbiMismatchError"
     message = str(result["message"])
     assert "offsetof(llama_context_params, n_rs_seq)" in message

@@ -7,13 +7,13 @@ from pathlib import Path
 from generator.emit import emit_package
 from generator.parse.frontend import parse_interface, tree_source
 from generator.parse.options import DEFAULT_TARGETS, ParseOptions
-from generator.paths import repo_root
+from tests.repo import REPO_ROOT
 
 THIRTY_TWO_BIT = "i686-pc-windows-msvc"
 
 
 def test_committed_report_covers_every_target() -> None:
-    text = (repo_root() / "generated" / "llama_bindings" / "CROSS_ABI.md").read_text()
+    text = (REPO_ROOT / "generated" / "llama_bindings" / "CROSS_ABI.md").read_text()
     header = next(line for line in text.splitlines() if line.startswith("| record |"))
     for target in DEFAULT_TARGETS:
         assert f" {target} " in header
