@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import nox
@@ -14,10 +15,16 @@ TEST_TREES = ("b11312", "63d93d1")
 # The bench draws its chart with matplotlib; the project itself does not depend on it.
 BENCH_CHART_DEP = "matplotlib"
 LINTED = ("generator", "tests", "bench", "noxfile.py")
+# Build tools the native stages need, from PyPI into the session when the system has none.
+BUILD_TOOLS = ("cmake", "ninja")
 
 
 def _install(session: nox.Session) -> None:
     session.install("-e", ".[dev]")
+    missing = [tool for tool in BUILD_TOOLS if shutil.which(tool) is None]
+    if missing:
+        session.log(f"no {' or '.join(missing)} on PATH: installing them from PyPI")
+        session.install(*missing)
 
 
 def _tree(session: nox.Session, ref: str) -> str:

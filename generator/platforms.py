@@ -218,6 +218,13 @@ class Platform:
         why = self.cannot_run or f"no emulator for {self.name} on {host}"
         raise CannotRunError(f"{self.name} programs cannot run on this {host} machine: {why}")
 
+    def apt_packages(self, host: str) -> tuple[str, ...]:
+        """Debian/Ubuntu packages a ``host`` machine needs to build this platform and run its
+        programs (toolchain and emulator)."""
+        found = {p for t in self.toolchains if t.build_host == host for p in t.apt_packages}
+        found |= {p for e in self.emulators if e.host == host for p in e.apt_packages}
+        return tuple(sorted(found))
+
     def why_not_buildable(self, host: str) -> str:
         """Why a machine of platform ``host`` cannot build this platform ("" it can): no
         toolchain for that machine, or the toolchain's tools are missing."""
@@ -564,11 +571,7 @@ def execution_here(plat: Platform) -> Execution:
 def apt_packages_for(host: str) -> tuple[str, ...]:
     """Debian/Ubuntu packages that let a ``host`` machine build every platform it can build and
     run every platform it can emulate (what the test suite needs)."""
-    found = {p for plat in _PLATFORMS for t in plat.toolchains if t.build_host == host
-             for p in t.apt_packages}  # fmt: skip
-    found |= {p for plat in _PLATFORMS for e in plat.emulators if e.host == host
-              for p in e.apt_packages}  # fmt: skip
-    return tuple(sorted(found))
+    return tuple(sorted({p for plat in _PLATFORMS for p in plat.apt_packages(host)}))
 
 
 def runtime_library_path(toolchain: Toolchain, name: str) -> Path | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,6 +22,7 @@ import tomlkit
 from generator import __version__
 from generator.bump.gates import (
     FAILED,
+    GATES,
     NOT_RUN,
     PASSED,
     Builder,
@@ -72,32 +74,11 @@ class BumpOptions:
     platforms: tuple[str, ...] = ()
 
 
-@dataclass
-class BumpHooks:
-    """The parts of a bump tests may replace (a failing build, a smoke that always passes)."""
-
-    builder: Builder | None = None
-    smoke: SmokeGate = smoke_gate
-
-
-@dataclass
-class BumpReport:
-    fetched: FetchResult
-    outcomes: dict[str, list[GateOutcome]] = field(default_factory=dict)
-    skipped: dict[str, str] = field(default_factory=dict)
-    diff_summary: str = ""
-    recorded: bool = False
-    work: Path = Path()
-
-
-def _stage(n: int, name: str, text: str) -> None:
-    print(f"[{n}/{len(STAGES)}] {name}: {text}", file=sys.stderr, flush=True)
-
-
 def _buildable(requested: tuple[str, ...]) -> tuple[list[str], dict[str, str]]:
     """Platforms whose every gate can run here: built on this machine (toolchain installed) and
     its programs runnable (natively, under qemu or wine) for the smoke gate. Named platforms are
-    taken as asked; a gate that then cannot run is not-run, and the bump records nothing."""
+    taken as asked; a gate that then cannot run is not-run, and the bump records nothing.
+    Returns the chosen platforms (the host first) and why each other one was left out."""
     names = list(requested) if requested else sorted(PLATFORMS)
     host = host_platform_name()
     chosen: list[str] = []
@@ -119,6 +100,54 @@ def _buildable(requested: tuple[str, ...]) -> tuple[list[str], dict[str, str]]:
         chosen.append(name)
     chosen.sort(key=lambda n: (n != host, n))  # the host first: its gates are the strictest
     return chosen, skipped
+
+
+Chooser = Callable[[tuple[str, ...]], tuple[list[str], dict[str, str]]]
+
+
+@dataclass
+class BumpHooks:
+    """The parts of a bump tests may replace (a failing build, a smoke that always passes, a
+    machine that lacks some toolchains)."""
+
+    builder: Builder | None = None
+    smoke: SmokeGate = smoke_gate
+    choose_platforms: Chooser = _buildable
+
+
+@dataclass
+class BumpReport:
+    fetched: FetchResult
+    outcomes: dict[str, list[GateOutcome]] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+    diff_summary: str = ""
+    recorded: bool = False
+    work: Path = Path()
+
+
+def _stage(n: int, name: str, text: str) -> None:
+    print(f"[{n}/{len(STAGES)}] {name}: {text}", file=sys.stderr, flush=True)
+
+
+def _left_out_of_the_pin(repo: Path, skipped: dict[str, str]) -> list[tuple[str, str]]:
+    """The platforms the current pin was gated on that this machine leaves out, with why and
+    the packages that would let it gate them."""
+    from generator.release.gates import parse_gate_record
+
+    doc = load_document(repo / "releases.toml").unwrap()
+    pinned = doc.get("pinned", "")
+    entry = next((e for e in doc.get("release", []) if e.get("ref") == pinned), None)
+    if not pinned or entry is None or "gates" not in entry:
+        return []
+    record = parse_gate_record(pinned, entry)
+    host = host_platform_name()
+    out = []
+    for key, gates in sorted(record.platforms.items()):
+        if key in skipped and not gates.failures():
+            packages = get_platform(key).apt_packages(host)
+            hint = f"; apt-get install {' '.join(packages)}" if packages else ""
+            out.append((key, f"{skipped[key]}{hint}"))
+    return out
 
 
 def _pinned_ir(repo: Path) -> Interface | None:
@@ -173,9 +202,10 @@ def run_bump(options: BumpOptions, hooks: BumpHooks | None = None) -> BumpReport
     (work / "api-diff.md").write_text(diff_md, encoding="utf-8")
     _stage(3, "diff", f"{report.diff_summary} (report: {work / 'api-diff.md'})")
 
-    platforms, report.skipped = _buildable(options.platforms)
+    platforms, report.skipped = hooks.choose_platforms(options.platforms)
     for name, why in report.skipped.items():
         _stage(4, "build", f"{name}: skipped ({why})")
+    narrower = [] if options.platforms else _left_out_of_the_pin(repo, report.skipped)
     host = host_platform_name()
     for name in platforms:
         _stage(4, "build", name)
@@ -197,6 +227,12 @@ def run_bump(options: BumpOptions, hooks: BumpHooks | None = None) -> BumpReport
     ]
     if not report.outcomes:
         failed.append("no platform could be built on this machine")
+    for name, why in narrower:
+        report.outcomes[name] = [GateOutcome(gate, NOT_RUN, why) for gate in GATES]
+        failed.append(
+            f"{name}: not-run ({why}); the pin before was gated on it: install what it needs, "
+            "or name the platforms to gate (--platform) to record a narrower pin"
+        )
     print(summarise(report.outcomes))
     if failed:
         raise BumpFailed(

@@ -140,3 +140,41 @@ def test_all_gates_passing_records_everything(
         BumpHooks(builder=native_build),
     )
     assert again.recorded and snapshot(repo) == recorded
+
+
+def test_a_machine_that_gates_fewer_platforms_than_the_pin_records_nothing(
+    tmp_path: Path, tree_b11312: Path, native_build: BuildFactory
+) -> None:
+    """Without the cross compilers, a bump would pin a release gated on linux-x86_64 alone:
+    refused, with the platforms left out in the table as not-run and what to install; naming
+    the platforms explicitly is how a narrower pin is recorded."""
+    repo = fake_repo(tmp_path)
+    pinned = tomlkit.parse((repo / "releases.toml").read_text()).unwrap()
+    entry = next(e for e in pinned["release"] if e["ref"] == pinned["pinned"])
+    assert {"linux-aarch64", "windows-x86_64"} <= set(entry["gates"])
+    before = snapshot(repo)
+
+    def without_cross_compilers(requested: tuple[str, ...]) -> tuple[list[str], dict[str, str]]:
+        return ["linux-x86_64"], {
+            "linux-aarch64": "missing tools: aarch64-linux-gnu-gcc",
+            "windows-x86_64": "missing tools: x86_64-w64-mingw32-gcc-posix",
+            "macos-arm64": "no toolchain on linux-x86_64",
+        }
+
+    def smoke_passes(run: PlatformRun) -> GateOutcome:
+        return GateOutcome("smoke", PASSED, "stand-in")
+
+    hooks = BumpHooks(
+        builder=native_build, smoke=smoke_passes, choose_platforms=without_cross_compilers
+    )
+    with pytest.raises(BumpFailed) as info:
+        run_bump(BumpOptions("b11312", repo), hooks)
+    message = str(info.value)
+    assert (
+        "linux-aarch64: not-run (missing tools: aarch64-linux-gnu-gcc; apt-get install" in message
+    )
+    assert "g++-aarch64-linux-gnu" in message and "qemu-user" in message
+    assert "windows-x86_64: not-run" in message and "wine64" in message
+    assert "macos-arm64" not in message  # not part of the pin before
+    assert "--platform" in message
+    assert snapshot(repo) == before
