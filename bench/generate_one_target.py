@@ -10,13 +10,14 @@ from pathlib import Path
 
 from generator.emit import emit_package
 from generator.parse.frontend import ParseOptions, parse_interface, tree_source
+from generator.sources.licenses import llama_license
 
 
 def main(argv: list[str]) -> int:
     tree, out = Path(argv[0]).resolve(), Path(argv[1]).resolve()
     options = ParseOptions(tree=tree, wrapper_header=None, targets=())
     api = parse_interface(options, tree_source(tree))
-    result = emit_package(api, out)
+    result = emit_package(api, out, llama_license=llama_license(tree))
     lines = sum(len(p.read_text().splitlines()) for p in result.package_dir.glob("*.py*"))
     print(f"{result.package_dir} {lines}")
     return 0

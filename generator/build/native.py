@@ -57,6 +57,7 @@ from generator.platforms import (
     host_toolchain,
     runtime_library_path,
 )
+from generator.sources.licenses import write_licenses
 
 ABI_LIBRARY = "llama_bindgen_abi"
 API_MODULE_PREFIX = f"lib/{API_MODULE}"
@@ -302,6 +303,7 @@ def build_native(
             platform_dir, existing
         ):
             progress(f"build {plat.name}: up to date in {platform_dir}")
+            write_licenses(tree.root, platform_dir)
             return BuildResult(plat, platform_dir, existing, mtp, rebuilt=False)
         # the libraries are current; only the API-mode module is missing or stale
         env = build_environment(default_cache_dir(), [tree.root, bdir])
@@ -401,6 +403,7 @@ def build_native(
     run_step(f"{label}: install", ["cmake", "--install", str(cmake_dir)], logs / "install.log", env)
 
     libraries = _assemble(plat, toolchain, stage, platform_dir)
+    write_licenses(tree.root, platform_dir)
     expected = ["llama", "ggml", ABI_LIBRARY] + (["llama_mtp"] if mtp.supported else [])
     for stem in expected:
         if (

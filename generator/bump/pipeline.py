@@ -52,6 +52,7 @@ from generator.platforms import (
 )
 from generator.releases import load_document, load_releases
 from generator.sources.fetch import FetchResult, fetch_tree
+from generator.sources.licenses import llama_license
 
 STAGES = ("fetch", "generate", "diff", "build", "verify", "record")
 
@@ -184,7 +185,7 @@ def run_bump(options: BumpOptions, hooks: BumpHooks | None = None) -> BumpReport
         progress=True,
     )
     package_parent = work / "generated"
-    emit_package(api, package_parent)
+    emit_package(api, package_parent, llama_license=llama_license(fetched.tree))
 
     _stage(3, "diff", "against the pinned bindings")
     old = _pinned_ir(repo)
@@ -330,7 +331,7 @@ def _record(
         if generated.exists():
             shutil.copytree(generated, backup / PACKAGE_NAME)
         try:
-            emit_package(api, repo / "generated")
+            emit_package(api, repo / "generated", llama_license=llama_license(fetched.tree))
             (repo / "reports").mkdir(exist_ok=True)
             if not same_pin:
                 (staging / "report.md").replace(repo / report_rel)

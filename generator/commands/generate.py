@@ -10,6 +10,7 @@ from typing import Any
 from generator.emit import PACKAGE_NAME, emit_package
 from generator.paths import checkout_generated
 from generator.platforms import DEFAULT_TARGETS
+from generator.sources.licenses import llama_license
 
 
 def register(subparsers: Any) -> None:
@@ -81,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         targets=tuple(dict.fromkeys([*DEFAULT_TARGETS, *args.target])),
     )
     api = parse_interface(options, source, progress=True)
-    result = emit_package(api, out)
+    result = emit_package(api, out, llama_license=llama_license(tree))
     print(
         f"generate: {len(result.cdef.bound_functions)} functions, "
         f"{len(api.records)} structs/unions, {len(api.enums)} enums, "

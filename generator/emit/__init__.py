@@ -21,6 +21,7 @@ from generator.emit.pytypes import PythonTypes
 from generator.emit.render import environment
 from generator.emit.support import SupportCheck, Unsupported
 from generator.ir import Interface
+from generator.sources.licenses import LLAMA_LICENSE
 from generator.verify.cross_abi import cross_abi_context
 
 PACKAGE_NAME = "llama_bindings"
@@ -169,8 +170,9 @@ def render_files(api: Interface) -> tuple[dict[str, str], Cdef]:
     return rendered, cdef
 
 
-def emit_package(api: Interface, out_dir: Path) -> EmitResult:
-    """Write ``out_dir/llama_bindings/`` (replacing it whole) and return what was written."""
+def emit_package(api: Interface, out_dir: Path, *, llama_license: bytes) -> EmitResult:
+    """Write ``out_dir/llama_bindings/`` (replacing it whole) and return what was written.
+    ``llama_license``: the tree's LICENSE, shipped beside the doc comments taken from llama.h."""
     rendered, cdef = render_files(api)
     package_dir = out_dir / PACKAGE_NAME
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -179,6 +181,7 @@ def emit_package(api: Interface, out_dir: Path) -> EmitResult:
     try:
         for name, text in sorted(rendered.items()):
             (staging / name).write_text(text, encoding="utf-8", newline="\n")
+        (staging / LLAMA_LICENSE).write_bytes(llama_license)
         # keep prebuilt native libraries a user dropped into lib/
         if (package_dir / "lib").is_dir():
             os.replace(package_dir / "lib", staging / "lib")
@@ -192,4 +195,5 @@ def emit_package(api: Interface, out_dir: Path) -> EmitResult:
     finally:
         if staging.exists():
             shutil.rmtree(staging)
-    return EmitResult(package_dir, tuple(sorted(rendered)), cdef, tuple(cdef.unsupported))
+    files = tuple(sorted([*rendered, LLAMA_LICENSE]))
+    return EmitResult(package_dir, files, cdef, tuple(cdef.unsupported))

@@ -39,6 +39,7 @@ from generator.release.native import (
 )
 from generator.release.notes import NOTES_NAME, read_notes, render_notes
 from generator.releases import Release
+from generator.sources.licenses import LICENSES_DIR, LLAMA_LICENSE
 
 BINDINGS_MANIFEST = "abi_manifest.json"
 
@@ -102,6 +103,14 @@ def _select(
     left_out: list[tuple[str, str]] = _unbuilt_jobs(inputs.native_dir)
     for build in found:
         gates, why = _gates_for(build, inputs.gates)
+        if gates is not None and not (build.folder / LICENSES_DIR / LLAMA_LICENSE).is_file():
+            gates, why = (
+                None,
+                (
+                    f"{build.folder} has no {LICENSES_DIR}/{LLAMA_LICENSE}: built by an older "
+                    "llama-bindgen; build it again"
+                ),
+            )
         if gates is None:
             left_out.append((gate_key(build.platform, build.backend), why))
         else:
@@ -129,6 +138,11 @@ def _bindings_files(generated: Path, commit: str) -> list[str]:
         found = data.get("commit") if isinstance(data, dict) else None
         raise ReleaseRefusedError(
             f"{generated} holds bindings for commit {found!r}, the release is {commit}"
+        )
+    package = manifest_path.parent
+    if not (package / LLAMA_LICENSE).is_file():
+        raise ReleaseRefusedError(
+            f"{package} has no {LLAMA_LICENSE}: generate the bindings again with this llama-bindgen"
         )
     return sorted(p.name for p in generated.iterdir() if not p.name.startswith("."))
 

@@ -18,7 +18,7 @@ from generator.platforms import PLATFORMS
 from generator.release.errors import ReleaseRefusedError
 
 BUILD_INFO_NAME = "build-info.json"
-PACKED_ENTRIES: tuple[str, ...] = ("build-info.json", "include", "lib")
+PACKED_ENTRIES: tuple[str, ...] = ("build-info.json", "include", "lib", "licenses")
 DEFAULT_BACKEND = "cpu"
 
 

@@ -23,6 +23,7 @@ def _tree(folder: Path, header: str) -> Path:
     (folder / "include").mkdir(parents=True)
     (folder / "ggml" / "include").mkdir(parents=True)
     (folder / "include" / "llama.h").write_text(header, encoding="utf-8")
+    (folder / "LICENSE").write_text("MIT License (test tree)\n", encoding="utf-8")
     meta = {"ref": "x", "tag": "x", "commit": "0" * 40, "digest": "sha256:0"}
     (folder / ".llama-bindgen-tree.json").write_text(json.dumps(meta), encoding="utf-8")
     return folder
@@ -71,3 +72,16 @@ def test_tree_without_metadata_needs_tag_and_commit(tmp_path: Path) -> None:
     )  # fmt: skip
     assert code == 0
     assert "commit " + "c" * 40 in (out / "llama_bindings" / "enums.py").read_text()
+
+
+def test_tree_without_a_licence_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The bindings ship llama.cpp's licence beside llama.h's doc comments: no LICENSE, no
+    bindings (and nothing written)."""
+    tree = _tree(tmp_path / "tree", BROKEN.replace("llama_undeclared_t a;", "int32_t a;"))
+    (tree / "LICENSE").unlink()
+    out = tmp_path / "generated"
+    assert main(["generate", "--tree", str(tree), "--out", str(out), "--no-wrapper"]) == 2
+    assert "no LICENSE" in capsys.readouterr().err
+    assert not out.exists()

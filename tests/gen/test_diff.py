@@ -13,6 +13,7 @@ from generator.diff import ApiDiff, Change, compare
 from generator.diff.report import render_json, render_markdown
 from generator.emit import emit_package
 from generator.ir import CType, EnumMember, Interface
+from generator.sources.licenses import llama_license
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +92,8 @@ def test_function_removal_is_breaking(api_b11312: Interface) -> None:
 def test_cli_diff_tree_against_generated_package(
     tree_63d93d1: Path, api_b11312: Interface, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    package = emit_package(api_b11312, tmp_path / "gen").package_dir
+    licence = llama_license(tree_63d93d1)  # any tree's: the diff does not read it
+    package = emit_package(api_b11312, tmp_path / "gen", llama_license=licence).package_dir
     report = tmp_path / "diff.json"
     code = main(["diff", str(tree_63d93d1), str(package), "--json", str(report)])
     assert code == 0

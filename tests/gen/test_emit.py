@@ -10,8 +10,6 @@ import sys
 import textwrap
 from pathlib import Path
 
-import pytest
-
 from generator.emit import PACKAGE_NAME, emit_package
 from generator.ir import Interface
 from generator.parse.frontend import (
@@ -20,6 +18,7 @@ from generator.parse.frontend import (
     parse_interface,
     tree_source,
 )
+from generator.sources.licenses import llama_license
 from tests.gen.conftest import FAKE_WRAPPER
 from tests.repo import REPO_ROOT, folder_files
 
@@ -32,12 +31,6 @@ def _copy_headers(tree: Path, dest: Path) -> Path:
     return dest
 
 
-@pytest.fixture(scope="module")
-def package(tmp_path_factory: pytest.TempPathFactory, api_b11312_wrapper: Interface) -> Path:
-    out = tmp_path_factory.mktemp("emit")
-    return emit_package(api_b11312_wrapper, out).package_dir
-
-
 def test_generation_is_deterministic_across_runs_and_paths(
     tree_b11312: Path, tmp_path: Path
 ) -> None:
@@ -48,7 +41,10 @@ def test_generation_is_deterministic_across_runs_and_paths(
         wrapper.parent.mkdir()
         shutil.copy2(FAKE_WRAPPER, wrapper)
         api = parse_interface(ParseOptions(tree, wrapper_header=wrapper), tree_source(tree))
-        outputs.append(folder_files(emit_package(api, tmp_path / f"out{index}").package_dir))
+        emitted = emit_package(
+            api, tmp_path / f"out{index}", llama_license=llama_license(tree_b11312)
+        )
+        outputs.append(folder_files(emitted.package_dir))
     assert outputs[0] == outputs[1] == outputs[2]
     for name, data in outputs[0].items():
         assert str(tmp_path).encode() not in data, name
@@ -59,7 +55,8 @@ def test_committed_output_is_what_generate_makes(tree_b11312: Path, tmp_path: Pa
     committed = REPO_ROOT / "generated" / PACKAGE_NAME
     assert committed.is_dir(), "generated/llama_bindings is missing: run llama-bindgen generate"
     options = ParseOptions(tree_b11312, wrapper_header=default_wrapper_header())
-    fresh = emit_package(parse_interface(options, tree_source(tree_b11312)), tmp_path)
+    api = parse_interface(options, tree_source(tree_b11312))
+    fresh = emit_package(api, tmp_path, llama_license=llama_license(tree_b11312))
     expected = folder_files(fresh.package_dir)
     actual = {k: v for k, v in folder_files(committed).items() if not k.startswith("lib/")}
     assert actual.keys() == expected.keys()

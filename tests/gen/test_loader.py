@@ -11,9 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from generator.emit import emit_package
-from generator.ir import Interface
-
 
 def _compiler() -> str:
     found = shutil.which("cc") or shutil.which("gcc")
@@ -29,11 +26,6 @@ def _shared_library(folder: Path, name: str, source: str) -> None:
         [_compiler(), "-shared", "-fPIC", "-o", str(folder / name), str(src)], check=True
     )
     src.unlink()
-
-
-@pytest.fixture(scope="module")
-def package(tmp_path_factory: pytest.TempPathFactory, api_b11312_wrapper: Interface) -> Path:
-    return emit_package(api_b11312_wrapper, tmp_path_factory.mktemp("loader")).package_dir
 
 
 @pytest.fixture(scope="module")

@@ -17,6 +17,7 @@ from generator.build.native import BuildResult
 from generator.build.tree import read_tree
 from generator.emit import emit_package
 from generator.parse.frontend import ParseOptions, parse_interface, tree_source
+from generator.sources.licenses import llama_license
 from tests.mtp.conftest import build_or_fail, mtp_spec
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]
@@ -64,7 +65,8 @@ def test_pre_mtp_release_63d93d1(
     # as `llama-bindgen build` does: the wrapper header only for trees with the MTP API
     assert read_tree(tree_63d93d1).mtp_api_missing_reason is not None
     options = ParseOptions(tree_63d93d1, wrapper_header=None)
-    package = emit_package(parse_interface(options, tree_source(tree_63d93d1)), tmp_path)
+    api = parse_interface(options, tree_source(tree_63d93d1))
+    package = emit_package(api, tmp_path, llama_license=llama_license(tree_63d93d1))
     code = textwrap.dedent(
         f"""
         import json

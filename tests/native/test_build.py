@@ -47,6 +47,9 @@ def test_host_build_layout_and_info(native_build: BuildFactory, tree_b11312: Pat
     }
     for header in ("llama.h", "ggml.h", "llama_mtp.h"):
         assert (build.include_dir / header).is_file(), header
+    licences = build.platform_dir / "licenses"
+    assert (licences / "LICENSE-llama.cpp").read_bytes() == (tree_b11312 / "LICENSE").read_bytes()
+    assert (licences / "LICENSE-jsonhpp").is_file()  # json.hpp is compiled into common
     text = info_path.read_text()
     assert str(default_cache_dir()) not in text and str(tree_b11312) not in text
     assert text == json.dumps(info, indent=2, sort_keys=True) + "\n"
@@ -57,6 +60,7 @@ def test_up_to_date_build_is_reused(native_build: BuildFactory, tree_b11312: Pat
     again = build_native(tree_b11312, "linux-x86_64")
     assert not again.rebuilt
     assert again.info == first.info
+    assert (again.platform_dir / "licenses" / "LICENSE-llama.cpp").is_file()
 
 
 def test_failed_build_names_step_and_keeps_log(tmp_path: Path) -> None:

@@ -43,6 +43,9 @@ def make_native(
     if backend != "cpu":
         info["backend"] = backend
     (d / "build-info.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+    (d / "licenses").mkdir(exist_ok=True)
+    (d / "licenses" / "LICENSE-llama.cpp").write_text("MIT License (llama.cpp)\n")
+    (d / "licenses" / "LICENSE-jsonhpp").write_text("MIT License (json.hpp)\n")
     return d
 
 
@@ -52,6 +55,7 @@ def make_generated(root: Path, commit: str = COMMIT) -> Path:
     (d / "__init__.py").write_text('"""bindings"""\n')
     (d / "_cdef.py").write_text("CDEF = ''\n")
     (d / "abi_manifest.json").write_text(json.dumps({"commit": commit, "tag": TAG}) + "\n")
+    (d / "LICENSE-llama.cpp").write_text("MIT License (llama.cpp)\n")
     (d / ".gitkeep").write_text("")
     (d / "__pycache__").mkdir(exist_ok=True)
     (d / "__pycache__" / "_cdef.cpython-311.pyc").write_bytes(b"cache")

@@ -1,7 +1,9 @@
 """A loopback server that implements the GitHub Releases endpoints `release --publish` uses.
 
 State lives in :class:`FakeGitHub`: releases by id (tag, draft flag, uploaded assets). Uploads of
-a name in ``fail_uploads`` answer 500; ``fail_patch`` makes publishing the draft answer 422.
+a name in ``fail_uploads`` answer 500; ``fail_patch`` makes publishing the draft answer 422;
+``lose_patch_answer`` publishes it and then closes the connection without an answer. The list
+endpoint shows drafts (as GitHub does to a token that may push); the tag endpoint does not.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class FakeGitHub:
     releases: dict[int, FakeRelease] = field(default_factory=dict)
     fail_uploads: set[str] = field(default_factory=set)
     fail_patch: bool = False
+    lose_patch_answer: bool = False
     log: list[str] = field(default_factory=list)
     bad_auth: int = 0
     _next_id: int = 1
@@ -82,6 +85,7 @@ def serve(state: FakeGitHub) -> Iterator[str]:
                 "draft": rel.draft,
                 "html_url": f"{host}/{state.repo}/releases/tag/{rel.tag}",
                 "upload_url": f"{host}{upload}/{rel.id}/assets{{?name,label}}",
+                "assets": [{"name": name} for name in sorted(rel.assets)],
             }
 
         def _handle(self, method: str) -> None:
@@ -97,6 +101,13 @@ def serve(state: FakeGitHub) -> Iterator[str]:
                 tag = path.rsplit("/", 1)[1]
                 hits = [r for r in state.releases.values() if r.tag == tag and not r.draft]
                 self._send(200, self._release_json(hits[0])) if hits else self._send(404, {})
+                return
+            if method == "GET" and path == base:
+                page = int(query.get("page", ["1"])[0])
+                size = int(query.get("per_page", ["30"])[0])
+                newest_first = sorted(state.releases.values(), key=lambda r: -r.id)
+                chunk = newest_first[(page - 1) * size : page * size]
+                self._send(200, [self._release_json(r) for r in chunk])
                 return
             if method == "POST" and path == base:
                 data = json.loads(self._body())
@@ -120,6 +131,10 @@ def serve(state: FakeGitHub) -> Iterator[str]:
                     self._send(201, {"name": name, "size": len(body)})
                 return
             m = re.fullmatch(rf"{re.escape(base)}/(\d+)", path)
+            if m and method == "GET":
+                found = state.releases.get(int(m.group(1)))
+                self._send(200, self._release_json(found)) if found else self._send(404, {})
+                return
             if m and method in ("PATCH", "DELETE"):
                 body = self._body()
                 rid = int(m.group(1))
@@ -132,6 +147,9 @@ def serve(state: FakeGitHub) -> Iterator[str]:
                     self._send(422, {"message": "Validation Failed"})
                 else:
                     state.releases[rid].draft = bool(json.loads(body).get("draft", True))
+                    if state.lose_patch_answer:
+                        self.close_connection = True  # done, but the client never hears it
+                        return
                     self._send(200, self._release_json(state.releases[rid]))
                 return
             self._body()

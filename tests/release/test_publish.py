@@ -118,3 +118,35 @@ def test_missing_token_fails_before_packing(tmp_path: Path, inputs: list[str]) -
     proc = publish(tmp_path, inputs, "http://127.0.0.1:9", None)
     assert proc.returncode == 2 and "GITHUB_TOKEN" in proc.stderr
     assert not (tmp_path / "dist").exists()
+
+
+def test_a_lost_answer_to_publishing_keeps_the_published_release(
+    tmp_path: Path, inputs: list[str], token: str
+) -> None:
+    """The draft was published but the answer never came: re-read, keep it, report success."""
+    state = FakeGitHub(REPO, token, lose_patch_answer=True)
+    with serve(state) as api:
+        proc = publish(tmp_path, inputs, api, token)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (rel,) = state.releases.values()
+    assert not rel.draft and rel.assets.keys() == {p.name for p in (tmp_path / "dist").iterdir()}
+    assert not any(e.startswith("DELETE") for e in state.log)
+    assert f"GET /repos/{REPO}/releases/{rel.id}" in state.log
+    assert "answer to publishing was lost" in proc.stderr
+    assert_token_secret(token, proc, tmp_path)
+
+
+def test_a_draft_left_by_an_earlier_attempt_is_found_and_replaced(
+    tmp_path: Path, inputs: list[str], token: str
+) -> None:
+    state = FakeGitHub(REPO, token)
+    state.releases[1] = FakeRelease(1, TAG, TAG, "half", draft=True, assets={"x": b"partial"})
+    state.releases[2] = FakeRelease(2, "b1", "b1", "other tag", draft=True)
+    with serve(state) as api:
+        proc = publish(tmp_path, inputs, api, token)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert 1 not in state.releases, "the stale draft for the tag is still there"
+    assert 2 in state.releases, "a draft for another tag must be left alone"
+    (rel,) = [r for r in state.releases.values() if r.tag == TAG]
+    assert not rel.draft and "x" not in rel.assets
+    assert "left by an earlier attempt" in proc.stderr

@@ -109,7 +109,7 @@ def test_writes_verifiable_release(
         assert f"llama-bindgen-windows-x86_64-cpu-{TAG}/lib/libllama.dll" in zf.namelist()
     with tarfile.open(out / f"llama-bindgen-bindings-{TAG}.tar.gz") as tar:
         bindings = {m.name.split("/", 1)[1] for m in tar.getmembers() if m.isfile()}
-    assert bindings == {"__init__.py", "_cdef.py", "abi_manifest.json"}
+    assert bindings == {"__init__.py", "_cdef.py", "abi_manifest.json", "LICENSE-llama.cpp"}
 
     notes = (out / "RELEASE_NOTES.md").read_text()
     assert "`llama_mtp_draft` (function)" in notes
@@ -269,3 +269,36 @@ def test_a_failed_ci_build_is_named(
     err = capsys.readouterr().err
     assert "left out linux-x86_64-vulkan: not built: build = 'failed'" in err
     assert "- linux-x86_64-vulkan: not built" in (out / "RELEASE_NOTES.md").read_text()
+
+
+def test_native_archives_and_bindings_carry_the_licences(
+    tmp_path: Path, inputs: dict[str, Path]
+) -> None:
+    out = tmp_path / "dist"
+    assert release(inputs, out) == 0
+    top = f"llama-bindgen-linux-aarch64-cpu-{TAG}"
+    with tarfile.open(out / f"{top}.tar.gz") as tar:
+        names = {m.name for m in tar.getmembers() if m.isfile()}
+    assert {f"{top}/licenses/LICENSE-llama.cpp", f"{top}/licenses/LICENSE-jsonhpp"} <= names
+    win = f"llama-bindgen-windows-x86_64-cpu-{TAG}"
+    with zipfile.ZipFile(out / f"{win}.zip") as zf:
+        assert f"{win}/licenses/LICENSE-llama.cpp" in zf.namelist()
+
+
+def test_a_build_without_licences_is_left_out(
+    tmp_path: Path, inputs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    shutil.rmtree(inputs["native"] / "linux-aarch64" / "licenses")
+    out = tmp_path / "dist"
+    assert release(inputs, out) == 0
+    assert "left out linux-aarch64: " in capsys.readouterr().err
+    assert not (out / f"llama-bindgen-linux-aarch64-cpu-{TAG}.tar.gz").exists()
+    notes = (out / "RELEASE_NOTES.md").read_text()
+    assert "- linux-aarch64: " in notes and "licenses/LICENSE-llama.cpp" in notes
+
+
+def test_bindings_without_the_licence_are_refused(
+    tmp_path: Path, inputs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    (inputs["generated"] / "LICENSE-llama.cpp").unlink()
+    refused(tmp_path, inputs, capsys, "LICENSE-llama.cpp")

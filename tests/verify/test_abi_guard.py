@@ -18,6 +18,7 @@ from generator.emit import emit_package
 from generator.parse.frontend import parse_interface, tree_source
 from generator.parse.options import HOST_TARGET, ParseOptions
 from generator.paths import default_cache_dir, wrapper_dir
+from generator.sources.licenses import llama_license
 from tests.conftest import BuildFactory
 from tests.repo import REPO_ROOT
 
@@ -40,7 +41,7 @@ print(json.dumps({"error": None, "n_ctx": int(params.n_ctx)}))
 def bindings(tree: Path, out: Path, wrapper: Path | None) -> Path:
     """Generate bindings for ``tree`` into ``out`` (host target only: enough to load here)."""
     api = parse_interface(ParseOptions(tree, wrapper, (HOST_TARGET,)), tree_source(tree))
-    emit_package(api, out)
+    emit_package(api, out, llama_license=llama_license(tree))
     return out
 
 

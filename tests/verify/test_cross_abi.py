@@ -7,6 +7,7 @@ from pathlib import Path
 from generator.emit import emit_package
 from generator.parse.frontend import parse_interface, tree_source
 from generator.parse.options import DEFAULT_TARGETS, ParseOptions
+from generator.sources.licenses import llama_license
 from tests.repo import REPO_ROOT
 
 THIRTY_TWO_BIT = "i686-pc-windows-msvc"
@@ -23,7 +24,7 @@ def test_committed_report_covers_every_target() -> None:
 def test_fields_that_move_between_targets_are_listed(tree_b11312: Path, tmp_path: Path) -> None:
     options = ParseOptions(tree_b11312, None, (*DEFAULT_TARGETS, THIRTY_TWO_BIT))
     api = parse_interface(options, tree_source(tree_b11312))
-    emit_package(api, tmp_path)
+    emit_package(api, tmp_path, llama_license=llama_license(tree_b11312))
     text = (tmp_path / "llama_bindings" / "CROSS_ABI.md").read_text()
     section = text.split("## Fields whose offset differs between targets", 1)[1]
     row = next(
