@@ -57,7 +57,7 @@ from generator.platforms import (
     host_toolchain,
     runtime_library_path,
 )
-from generator.sources.licenses import write_licenses
+from generator.sources.licenses import llama_license, write_licenses
 
 ABI_LIBRARY = "llama_bindgen_abi"
 API_MODULE_PREFIX = f"lib/{API_MODULE}"
@@ -269,6 +269,7 @@ def build_native(
     if jobs < 1:
         raise UsageError(f"--jobs must be at least 1, got {jobs}")
     tree = read_tree(tree_root)
+    llama_license(tree.root)  # shipped with the build: refuse a tree without one before building
     plat = get_platform(platform_name)
     toolchain = host_toolchain(plat)
     missing = toolchain.missing_tools()

@@ -14,8 +14,10 @@ from generator.build.cmake_driver import BuildError
 from generator.build.native import build_dir_for, build_native
 from generator.build.tree import read_tree
 from generator.commands import build as build_command
+from generator.errors import SourceError
 from generator.hashing import file_sha256
 from generator.paths import default_cache_dir
+from generator.platforms import get_platform
 from tests.conftest import BuildFactory
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]
@@ -119,6 +121,7 @@ def _write_fake_tree(tree: Path, commit: str) -> None:
         "/* LLAMA_CONTEXT_TYPE_MTP */\nint llama_fake(void);\n"
     )
     (tree / "common" / "speculative.h").write_text("")
+    (tree / "LICENSE").write_text("MIT License (fake tree)\n")
     (tree / "common" / "common.h").write_text("/* COMMON_SPECULATIVE_TYPE_DRAFT_MTP */\n")
     (tree / "llama.c").write_text("int llama_fake(void) { return 1; }\n")
     (tree / "ggml.c").write_text("int ggml_fake(void) { return 2; }\n")
@@ -146,3 +149,13 @@ def test_wrapper_build_failure_does_not_block_the_libraries(tmp_path: Path) -> N
         assert "llama_mtp.cpp" in kept.read_text()
     finally:
         shutil.rmtree(build_dir_for(read_tree(tree), result.platform), ignore_errors=True)
+
+
+def test_a_tree_without_a_licence_is_refused_before_building(tmp_path: Path) -> None:
+    tree = tmp_path / "fake-tree"
+    _write_fake_tree(tree, "d" * 40)
+    (tree / "LICENSE").unlink()
+    with pytest.raises(SourceError, match="no LICENSE"):
+        build_native(tree, "linux-x86_64", out=tmp_path / "out")
+    assert not build_dir_for(read_tree(tree), get_platform("linux-x86_64")).exists()
+    assert not (tmp_path / "out").exists()
