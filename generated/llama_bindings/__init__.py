@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from . import constants, enums
 from ._ffi import ffi
-from .abi_guard import AbiMismatchError, BindingsAbiError, MissingSymbolError
+from .abi_guard import AbiMismatchError, BindingsAbiError, ForeignLibraryError, MissingSymbolError
 from .loader import LIB_DIR_ENV, Libraries, LibraryNotFoundError, load
 
 GENERATOR_VERSION = "0.1.0"
@@ -26,6 +26,7 @@ __all__ = [
     "LLAMA_CPP_TAG",
     "AbiMismatchError",
     "BindingsAbiError",
+    "ForeignLibraryError",
     "Libraries",
     "LibraryNotFoundError",
     "MissingSymbolError",

@@ -10,13 +10,18 @@ struct, union and enum as that compiler laid them out. They must equal what ``ab
 records for this platform, and every function that ``llama.h`` and the MTP wrapper declare must be
 exported (ggml's headers declare functions that no build defines, e.g. in b11312
 ``ggml_threadpool_get_n_threads``; the release gates report those per platform). Otherwise a
-typed error names what was expected and what was found. Experts can skip the check with
+typed error names what was expected and what was found. Before any of them is opened,
+:func:`check_build_files` ties every library file to that build: each must be one that the
+build's ``build-info.json`` (in the library folder or its parent, as ``llama-bindgen build`` and
+the release archives lay it out) records, with the recorded sha256, so a libllama swapped in from
+another build is refused before it runs. Experts can skip the checks with
 ``load(..., check_abi=False)`` or ``$LLAMA_BINDGEN_SKIP_ABI_CHECK=1``: a mismatched layout then
 corrupts memory.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
@@ -27,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 SKIP_ENV = "LLAMA_BINDGEN_SKIP_ABI_CHECK"
+BUILD_INFO = "build-info.json"
 ABI_STEM = "llama_bindgen_abi"
 _ABI_CDEF = """
 const char *llama_bindgen_abi_commit(void);
@@ -58,6 +64,73 @@ class MissingSymbolError(BindingsAbiError):
     def __init__(self, message: str, missing: list[str]) -> None:
         super().__init__(message)
         self.missing = missing
+
+
+class ForeignLibraryError(BindingsAbiError):
+    """A library file is not the one its build recorded (swapped in from another build), or
+    there is no build record to check it against. ``library`` names the file."""
+
+    def __init__(self, message: str, library: Path) -> None:
+        super().__init__(message)
+        self.library = library
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def find_build_info(folder: Path) -> Path | None:
+    for candidate in (folder / BUILD_INFO, folder.parent / BUILD_INFO):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def check_build_files(folder: Path, paths: list[Path]) -> None:
+    """Raise :class:`ForeignLibraryError` unless every file in ``paths`` (links resolved) is a
+    library the build record beside ``folder`` lists, with its recorded sha256."""
+    if os.environ.get(SKIP_ENV) == "1":
+        return
+    info_path = find_build_info(folder)
+    if info_path is None:
+        raise ForeignLibraryError(
+            f"no {BUILD_INFO} in {folder} or {folder.parent}, so nothing ties these libraries "
+            "to the build the ABI check describes: use the lib/ folder of a `llama-bindgen "
+            f"build` or of a release with its {BUILD_INFO} beside it, or skip the checks with "
+            f"load(check_abi=False) / {SKIP_ENV}=1",
+            folder / BUILD_INFO,
+        )
+    try:
+        info = json.loads(info_path.read_text(encoding="utf-8"))
+        recorded = {
+            (info_path.parent / rel).resolve(): str(digest)
+            for rel, digest in info["libraries"].items()
+        }
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ForeignLibraryError(
+            f"{info_path} cannot be read as a build record ({exc})", info_path
+        ) from None
+    for path in paths:
+        real = path.resolve()
+        expected = recorded.get(real)
+        if expected is None:
+            raise ForeignLibraryError(
+                f"{path} is not one of the libraries {info_path} records: it comes from "
+                "another build; put the whole build's lib/ folder in place, not single files",
+                path,
+            )
+        actual = _sha256(real)
+        if actual != expected:
+            raise ForeignLibraryError(
+                f"{path} has sha256 {actual}, but {info_path} records {expected} for it: it "
+                "comes from another build; put the whole build's lib/ folder in place, not "
+                "single files",
+                path,
+            )
 
 
 def manifest() -> dict[str, Any]:

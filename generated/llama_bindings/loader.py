@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from ._ffi import CDEF_IDENTITY, ffi
-from .abi_guard import check_libraries
+from .abi_guard import ABI_STEM, check_build_files, check_libraries
 
 if TYPE_CHECKING:
     from .api import GgmlLibrary, LlamaLibrary, LlamaMtpLibrary
@@ -164,7 +164,9 @@ def load(
 ) -> Libraries:
     """Open the libraries from ``lib_dir``, ``$LLAMA_BINDGEN_LIB_DIR`` or the package's ``lib/``.
 
-    Unless ``check_abi`` is false, :func:`abi_guard.check_libraries` first verifies that they were
+    Unless ``check_abi`` is false, :func:`abi_guard.check_build_files` first ties every library
+    file to its build's ``build-info.json`` (sha256, before anything is loaded; raises
+    ``ForeignLibraryError``), then :func:`abi_guard.check_libraries` verifies that they were
     built from the llama.cpp commit and struct layouts these bindings describe, and export every
     declared function; it raises ``AbiMismatchError`` or ``MissingSymbolError`` otherwise.
     ``mode`` (default ``$LLAMA_BINDGEN_CFFI_MODE``, else ``auto``) picks API or ABI mode (see the
@@ -178,22 +180,27 @@ def load(
         raise LibraryNotFoundError(f"library folder {folder} does not exist")
     if sys.platform == "win32":
         os.add_dll_directory(str(folder.resolve()))
-    ggml_libraries = []
-    for stem in GGML_STEMS:
+    ggml_paths = []
+    for stem in (*GGML_STEMS, LLAMA_STEM):
         path = find_library(folder, stem)
         if path is None:
             raise LibraryNotFoundError(f"{' or '.join(file_names(stem))} not found in {folder}")
-        ggml_libraries.append(_open(path))
-    llama_path = find_library(folder, LLAMA_STEM)
-    if llama_path is None:
-        raise LibraryNotFoundError(f"{' or '.join(file_names(LLAMA_STEM))} not found in {folder}")
+        ggml_paths.append(path)
+    llama_path = ggml_paths.pop()
+    mtp_path = next(
+        (p for p in (find_library(folder, stem) for stem in MTP_STEMS) if p is not None), None
+    )
+    if check_abi:
+        # every file tied to the build record before any of them is loaded (and runs code)
+        optional = [find_library(folder, ABI_STEM), mtp_path]
+        if chosen != "abi":
+            optional.append(find_api_module(folder))
+        check_build_files(
+            folder, [*ggml_paths, llama_path, *(p for p in optional if p is not None)]
+        )
+    ggml_libraries = [_open(path) for path in ggml_paths]
     llama = _open(llama_path)
-    mtp = None
-    for stem in MTP_STEMS:
-        mtp_path = find_library(folder, stem)
-        if mtp_path is not None:
-            mtp = _open(mtp_path)
-            break
+    mtp = _open(mtp_path) if mtp_path is not None else None
     ggml = _FirstOf(ggml_libraries[::-1])
     if check_abi:
         exporters: dict[str, Any] = {"llama": llama, "ggml": ggml}

@@ -3,6 +3,7 @@ process so that a crash would show as a crash (a signal), not as a passing test.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -145,3 +146,40 @@ def test_inserted_field_is_refused(tree_b11312: Path, tmp_path: Path) -> None:
     size = manifest["targets"][HOST_TARGET]["structs"]["llama_context_params"]["size"]
     grown = size + 8  # the inserted uint64_t sits where n_rs_seq (8-aligned) was
     assert f"sizeof(llama_context_params): library {grown}, bindings {size}" in message
+
+
+def _copy_build(build: BuildResult, dest: Path) -> Path:
+    """A copy of a build folder (lib/ with its links, build-info.json), as a release unpacks."""
+    shutil.copytree(build.platform_dir, dest, symlinks=True)
+    return dest / "lib"
+
+
+@pytest.mark.parametrize("how", ["file-overwritten", "link-replaced"])
+def test_a_libllama_from_another_build_is_refused_before_loading(
+    build_new: BuildResult, build_old: BuildResult, tmp_path: Path, how: str
+) -> None:
+    """Users swap libllama for one from another build (to get a GPU build, say): the ABI probe
+    beside it still describes the first build, so only the build record can catch it."""
+    lib_dir = _copy_build(build_new, tmp_path / "linux-x86_64")
+    old = (build_old.lib_dir / "libllama.so").resolve()
+    if how == "file-overwritten":  # cp old libllama.so lib/libllama.so: through the link
+        shutil.copyfile(old, (lib_dir / "libllama.so").resolve())
+    else:  # the link replaced by a plain file
+        (lib_dir / "libllama.so").unlink()
+        shutil.copyfile(old, lib_dir / "libllama.so")
+    result = load_in_subprocess(REPO_ROOT / "generated", lib_dir)
+    assert result["error"] == "ForeignLibraryError"
+    message = str(result["message"])
+    assert "libllama.so" in message and "another build" in message
+    if how == "file-overwritten":
+        assert hashlib.sha256(old.read_bytes()).hexdigest() in message
+
+
+def test_libraries_without_their_build_record_are_refused(
+    build_new: BuildResult, tmp_path: Path
+) -> None:
+    lib_dir = tmp_path / "lib"
+    shutil.copytree(build_new.lib_dir, lib_dir, symlinks=True)
+    result = load_in_subprocess(REPO_ROOT / "generated", lib_dir)
+    assert result["error"] == "ForeignLibraryError"
+    assert "no build-info.json" in str(result["message"])
