@@ -45,6 +45,8 @@ def test_libraries_without_the_wrapper(
     for path in host_build.lib_dir.iterdir():
         if "llama_mtp" not in path.name:
             shutil.copy2(path, lib_dir / path.name, follow_symlinks=False)
+    # the build record beside lib/, as in a build folder: the files left are still its own
+    shutil.copy2(host_build.platform_dir / "build-info.json", tmp_path / "build-info.json")
     without = importlib.import_module("llama_bindings").load(lib_dir)
     assert without.llama_mtp is None
     with runtime.Model(models["agree"], load_mtp=True, libs=without) as model:
