@@ -132,6 +132,7 @@ def test_mode_from_the_environment_and_bad_modes(host_lib_dir: Path) -> None:
 def test_missing_module_falls_back_or_is_refused(host_lib_dir: Path, tmp_path: Path) -> None:
     libs = tmp_path / "lib"
     shutil.copytree(host_lib_dir, libs, symlinks=True)
+    shutil.copy2(host_lib_dir.parent / "build-info.json", tmp_path / "build-info.json")
     (libs / module_file_name()).unlink()
     auto = _run(LOAD, PACKAGE.parent, str(libs))
     assert auto["mode"] == "abi" and auto["warnings"] == []
