@@ -69,6 +69,7 @@ def test_failed_build_names_step_and_keeps_log(tmp_path: Path) -> None:
     tree = tmp_path / "broken-tree"
     (tree / "include").mkdir(parents=True)
     (tree / "include" / "llama.h").write_text("/* no MTP here */\n")
+    (tree / "LICENSE").write_text("MIT\n")  # a tree without one is refused before configuring
     (tree / "CMakeLists.txt").write_text(
         "cmake_minimum_required(VERSION 3.14)\nproject(broken C)\n"
         'message(FATAL_ERROR "deliberately broken tree")\n'
