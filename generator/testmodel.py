@@ -54,7 +54,8 @@ FloatArray = npt.NDArray[np.float32]
 class ModelSizes:
     """Hyperparameters of a test model. Defaults give a file of about 0.6 MB.
 
-    ``layers`` counts trunk layers; a model with MTP has one more block (the NextN block).
+    ``layers`` counts trunk layers; a model with MTP has ``nextn_layers`` more blocks (NextN
+    blocks; llama.cpp's qwen35 MTP graph takes exactly one, so more makes a model it refuses).
     Trunk layer ``i`` is recurrent (gated delta net) unless
     ``(i + 1) % full_attention_interval == 0``.
     """
@@ -74,6 +75,7 @@ class ModelSizes:
     context: int = 4096
     disagree_every: int = 5
     weight_type: str = "f32"
+    nextn_layers: int = 1
 
     def validate(self) -> None:
         """Raise UsageError when llama.cpp could not load or run a model of these sizes."""
@@ -184,10 +186,10 @@ def _write(path: Path, kind: str, seed: int, sizes: ModelSizes, progress: bool) 
             _add_full_attention(tensors, sizes, layer)
 
     if has_mtp:
-        layer = sizes.layers
-        _add_common_block(tensors, sizes, layer)
-        _add_full_attention(tensors, sizes, layer)
-        _add_nextn(tensors, sizes, layer, embeddings, kind)
+        for layer in range(sizes.layers, sizes.layers + sizes.nextn_layers):
+            _add_common_block(tensors, sizes, layer)
+            _add_full_attention(tensors, sizes, layer)
+            _add_nextn(tensors, sizes, layer, embeddings, kind)
 
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
@@ -199,9 +201,9 @@ def _add_metadata(writer: gguf.GGUFWriter, kind: str, sizes: ModelSizes, has_mtp
     writer.add_name(f"llama-bindgen test model ({kind})")
     writer.add_context_length(sizes.context)
     writer.add_embedding_length(sizes.embd)
-    writer.add_block_count(sizes.layers + (1 if has_mtp else 0))
+    writer.add_block_count(sizes.layers + (sizes.nextn_layers if has_mtp else 0))
     if has_mtp:
-        writer.add_nextn_predict_layers(1)
+        writer.add_nextn_predict_layers(sizes.nextn_layers)
     writer.add_feed_forward_length(sizes.ff)
     writer.add_head_count(sizes.heads)
     writer.add_head_count_kv(sizes.kv_heads)

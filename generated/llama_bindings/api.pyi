@@ -5012,8 +5012,10 @@ class LlamaMtpLibrary:
         llama_model_params.load_mtp = true (checked: its NextN tensors must be present, else
         LLAMA_MTP_STATUS_MTP_NOT_LOADED). Call before the first decode on ctx_tgt: it switches the
         target to emitting the hidden states MTP needs. Recurrent or hybrid targets need
-        llama_context_params.n_rs_seq >= n_max, and the target needs room for 1 + n_max outputs per
-        sequence in a batch.
+        llama_context_params.n_rs_seq >= n_max, and the target needs room for 1 + n_max outputs in a
+        batch: llama_context_params.n_outputs_max 0 (n_batch) or >= 1 + n_max (checked, except against
+        a Windows libllama, which does not export the value). A model with more NextN layers than
+        llama.cpp builds its architecture's MTP graph for is refused.
         """
 
     def llama_mtp_default_params(self, params: CData, /) -> int:
@@ -5026,14 +5028,16 @@ class LlamaMtpLibrary:
         """``enum llama_mtp_status llama_mtp_draft(struct llama_mtp * mtp, llama_seq_id seq_id, llama_token id_last, llama_pos pos0, int32_t n_max, llama_token * draft, int32_t capacity, int32_t * n_draft)`` (llama_mtp.h)
 
         Draft up to min(n_max, params.n_max) tokens following id_last, which sits at position pos0
-        (not yet decoded on the target). Writes them to draft[0..*n_draft).
+        (not yet decoded on the target, so pos0 is one past the sequence's last position there:
+        LLAMA_MTP_STATUS_BAD_STATE otherwise). Writes them to draft[0..*n_draft).
         """
 
     def llama_mtp_free(self, mtp: CData, /) -> None:
         """``void llama_mtp_free(struct llama_mtp * mtp)`` (llama_mtp.h)
 
         Free the sidecar and its MTP context, before freeing the target context (which stays the
-        caller's). NULL is a no-op.
+        caller's). NULL is a no-op; a handle that is not live (freed twice, foreign) is left alone and
+        llama_mtp_last_error() says so.
         """
 
     def llama_mtp_get_context(self, mtp: CData, /) -> CData:
@@ -5083,6 +5087,9 @@ class LlamaMtpLibrary:
         """``enum llama_mtp_status llama_mtp_seq_rm(struct llama_mtp * mtp, llama_seq_id seq_id, llama_pos p0, llama_pos p1)`` (llama_mtp.h)
 
         Remove positions [p0, p1) of seq_id from the target and the MTP context (p1 < 0: to the end).
+        When llama.cpp refuses the removal from the target (recurrent memory keeps only a tail of
+        n_rs_seq positions to roll back), nothing is removed and LLAMA_MTP_STATUS_INVALID_ARGUMENT is
+        returned. Drops a draft not yet accepted.
         """
 
     def llama_mtp_step(self, mtp: CData, seq_id: int, smpl: CData, id_last: int, n_past: int, tokens: CData, capacity: int, n_tokens: CData, /) -> int:
@@ -5093,5 +5100,9 @@ class LlamaMtpLibrary:
         accepts what it samples), accept the agreeing prefix, remove the rejected tail from both
         contexts. Writes the accepted draft tokens plus the target's next token to tokens[0..*n_tokens);
         the last of them is the new id_last and the new n_past is n_past + *n_tokens.
-        capacity >= 1; the draft is capped at capacity - 1 tokens.
+        capacity >= 1; the draft is capped at capacity - 1 tokens. n_past must be one past the
+        sequence's last position in the target (LLAMA_MTP_STATUS_BAD_STATE otherwise, before anything
+        is decoded). A sampler that selects no token (an empty chain, say) on the first row fails with
+        LLAMA_MTP_STATUS_INVALID_ARGUMENT and the step is undone; on a later row, the rows before it
+        are returned. Stops after an end-of-generation token.
         """

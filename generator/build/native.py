@@ -43,6 +43,7 @@ from generator.build.cmake_driver import (
     progress,
     run_step,
 )
+from generator.build.nextn_archs import single_nextn_architectures
 from generator.build.tree import TreeInfo, read_tree
 from generator.emit import API_MODULE
 from generator.errors import UsageError
@@ -332,6 +333,7 @@ def build_native(
     options = dict(BASE_CMAKE_OPTIONS)
     options.update(toolchain.cmake_options)
     options["LLAMA_MTP_LLAMA_COMMIT"] = tree.commit
+    options["LLAMA_MTP_SINGLE_NEXTN_ARCHS"] = ",".join(single_nextn_architectures(tree.root))
 
     abi_path = bdir / "abi" / ABI_SOURCE
     abi_path.parent.mkdir(parents=True, exist_ok=True)

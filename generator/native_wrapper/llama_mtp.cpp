@@ -9,19 +9,30 @@
 #include "speculative.h"
 
 #include "llama-ext.h"  // llama_get_embeddings_nextn (staging API, used to validate mirrors)
+#if !defined(_WIN32)
+#    include "llama-context.h"  // llama_context::get_cparams (exported from ELF/Mach-O libllama only)
+#endif
 
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
 #ifndef LLAMA_MTP_LLAMA_COMMIT
 #    define LLAMA_MTP_LLAMA_COMMIT "unknown"
+#endif
+
+// Architectures whose MTP graph asserts exactly one NextN layer in this tree, comma-separated
+// (the build reads them from src/models/; see generator/build/nextn_archs.py).
+#ifndef LLAMA_MTP_SINGLE_NEXTN_ARCHS
+#    define LLAMA_MTP_SINGLE_NEXTN_ARCHS ""
 #endif
 
 // Exported by libllama (src/llama-model.h, "for internal test use"): the model's loaded tensors.
@@ -50,6 +61,49 @@ llama_mtp_status fail(llama_mtp_status status, const std::string & message) {
 llama_mtp_status ok() {
     g_last_error.clear();
     return LLAMA_MTP_STATUS_OK;
+}
+
+// Live handles: a freed or foreign pointer is refused without being dereferenced.
+std::mutex g_handles_mutex;
+std::unordered_set<const llama_mtp *> g_handles;
+
+void register_handle(const llama_mtp * h) {
+    std::lock_guard<std::mutex> lock(g_handles_mutex);
+    g_handles.insert(h);
+}
+
+bool unregister_handle(const llama_mtp * h) {
+    std::lock_guard<std::mutex> lock(g_handles_mutex);
+    return g_handles.erase(h) == 1;
+}
+
+bool is_live(const llama_mtp * h) {
+    std::lock_guard<std::mutex> lock(g_handles_mutex);
+    return g_handles.count(h) == 1;
+}
+
+llama_mtp_status check_handle(const llama_mtp * h, const char * where) {
+    if (h == nullptr) {
+        return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT, std::string(where) + ": handle is NULL");
+    }
+    if (!is_live(h)) {
+        return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT,
+                    std::string(where) + ": handle is not a live llama_mtp (already freed, or not "
+                                         "returned by llama_mtp_create)");
+    }
+    return LLAMA_MTP_STATUS_OK;
+}
+
+bool in_list(const std::string & list, const std::string & name) {
+    size_t start = 0;
+    while (start <= list.size()) {
+        const size_t end = std::min(list.find(',', start), list.size());
+        if (list.compare(start, end - start, name) == 0) {
+            return true;
+        }
+        start = end + 1;
+    }
+    return false;
 }
 
 template <typename F>
@@ -100,6 +154,9 @@ struct llama_mtp {
     llama_mtp_params params{};
     std::vector<seq_state> seqs;
     std::unique_ptr<common_batch> batch_tgt;  // used by llama_mtp_step
+    std::vector<llama_token_data> candidates;  // llama_mtp_step's sampling buffer
+    const llama_sampler * checked_sampler = nullptr;  // last sampler seen to select a token
+    int32_t n_vocab = 0;
     llama_mtp_stats stats{};
 
     ~llama_mtp() {
@@ -121,9 +178,110 @@ llama_mtp_status check_seq(const llama_mtp * mtp, llama_seq_id seq_id) {
     return LLAMA_MTP_STATUS_OK;
 }
 
+llama_mtp_status check_token(const llama_mtp * mtp, llama_token token, const std::string & what) {
+    if (token < 0 || token >= mtp->n_vocab) {
+        return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT,
+                    what + " " + std::to_string(token) + " is outside the vocabulary [0, " +
+                        std::to_string(mtp->n_vocab) + ")");
+    }
+    return LLAMA_MTP_STATUS_OK;
+}
+
+// id_last goes at `pos`, right after what the target holds for the sequence.
+llama_mtp_status check_next_pos(const llama_mtp * mtp, llama_seq_id seq_id, llama_pos pos,
+                                const std::string & what) {
+    const llama_pos pos_max = llama_memory_seq_pos_max(llama_get_memory(mtp->ctx_tgt), seq_id);
+    if (pos != pos_max + 1) {
+        return fail(LLAMA_MTP_STATUS_BAD_STATE,
+                    what + " " + std::to_string(pos) + " is not the next position of seq " +
+                        std::to_string(seq_id) + " (the target holds positions up to " +
+                        std::to_string(pos_max) + ", so it must be " + std::to_string(pos_max + 1) +
+                        ")");
+    }
+    return LLAMA_MTP_STATUS_OK;
+}
+
 void remove_range(llama_mtp * mtp, llama_seq_id seq_id, llama_pos p0, llama_pos p1) {
     llama_memory_seq_rm(llama_get_memory(mtp->ctx_tgt), seq_id, p0, p1);
     llama_memory_seq_rm(llama_get_memory(mtp->ctx_dft), seq_id, p0, p1);
+}
+
+// Sample row `idx` of the target's last decode with the caller's sampler, as llama_sampler_sample
+// does, but report a sampler that selects no token instead of aborting. Accepts the token.
+llama_mtp_status sample_row(llama_mtp * mtp, llama_sampler * smpl, int32_t idx, llama_token & out) {
+    llama_context * ctx = mtp->ctx_tgt;
+    const llama_token backend_token = llama_get_sampled_token_ith(ctx, idx);
+    if (backend_token != LLAMA_TOKEN_NULL) {
+        llama_sampler_accept(smpl, backend_token);
+        out = backend_token;
+        return LLAMA_MTP_STATUS_OK;
+    }
+    auto & cand = mtp->candidates;
+    const float * probs = llama_get_sampled_probs_ith(ctx, idx);
+    const float * logits = llama_get_sampled_logits_ith(ctx, idx);
+    const llama_token * ids = llama_get_sampled_candidates_ith(ctx, idx);
+    if (probs != nullptr && ids != nullptr) {
+        cand.resize(llama_get_sampled_probs_count_ith(ctx, idx));
+        for (size_t k = 0; k < cand.size(); ++k) {
+            cand[k] = llama_token_data{ids[k], logits != nullptr ? logits[k] : 0.0f, probs[k]};
+        }
+    } else if (logits != nullptr && ids != nullptr) {
+        cand.resize(llama_get_sampled_logits_count_ith(ctx, idx));
+        for (size_t k = 0; k < cand.size(); ++k) {
+            cand[k] = llama_token_data{ids[k], logits[k], 0.0f};
+        }
+    } else {
+        const float * row = llama_get_logits_ith(ctx, idx);
+        if (row == nullptr) {
+            return fail(LLAMA_MTP_STATUS_INTERNAL_ERROR,
+                        "llama_mtp_step: the target has no logits for row " + std::to_string(idx));
+        }
+        cand.resize((size_t) mtp->n_vocab);
+        for (llama_token t = 0; t < mtp->n_vocab; ++t) {
+            cand[(size_t) t] = llama_token_data{t, row[t], 0.0f};
+        }
+    }
+    llama_token_data_array arr{cand.data(), cand.size(), -1, false};
+    llama_sampler_apply(smpl, &arr);
+    if (arr.selected < 0 || (size_t) arr.selected >= arr.size) {
+        return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT,
+                    "llama_mtp_step: the sampler selected no token (selected = " +
+                        std::to_string(arr.selected) + " of " + std::to_string(arr.size) +
+                        " candidates); end the sampler chain with a selecting sampler such as "
+                        "greedy or dist");
+    }
+    out = arr.data[arr.selected].id;
+    llama_sampler_accept(smpl, out);
+    return LLAMA_MTP_STATUS_OK;
+}
+
+// Before a step decodes anything: does the sampler select a token at all? A copy of it is applied
+// to the target's last logits (or flat ones), so that a chain without a selecting sampler fails
+// while the step can still be refused whole (a recurrent target cannot roll back 1 + n_max
+// tokens). Checked once per sampler; a sampler without clone support is not checked here.
+llama_mtp_status preflight_sampler(llama_mtp * mtp, llama_sampler * smpl) {
+    if (mtp->checked_sampler == smpl) {
+        return LLAMA_MTP_STATUS_OK;
+    }
+    llama_sampler * probe = llama_sampler_clone(smpl);
+    if (probe == nullptr) {
+        return LLAMA_MTP_STATUS_OK;
+    }
+    const float * row = llama_get_logits_ith(mtp->ctx_tgt, -1);
+    std::vector<llama_token_data> cand((size_t) mtp->n_vocab);
+    for (llama_token t = 0; t < mtp->n_vocab; ++t) {
+        cand[(size_t) t] = llama_token_data{t, row != nullptr ? row[t] : 0.0f, 0.0f};
+    }
+    llama_token_data_array arr{cand.data(), cand.size(), -1, false};
+    llama_sampler_apply(probe, &arr);
+    llama_sampler_free(probe);
+    if (arr.selected < 0 || (size_t) arr.selected >= arr.size) {
+        return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT,
+                    "llama_mtp_step: the sampler selects no token (an empty chain, or one without a "
+                    "selecting sampler such as greedy or dist at its end); nothing was decoded");
+    }
+    mtp->checked_sampler = smpl;
+    return LLAMA_MTP_STATUS_OK;
 }
 
 llama_mtp_status do_draft(llama_mtp * mtp, llama_seq_id seq_id, llama_token id_last,
@@ -307,6 +465,16 @@ llama_mtp_status llama_mtp_create(llama_context * ctx_tgt, const llama_mtp_param
             return fail(LLAMA_MTP_STATUS_NO_NEXTN_LAYERS,
                         where + ": the model has no NextN (MTP) layers");
         }
+        const int32_t n_nextn = llama_model_n_layer_nextn(model);
+        char arch[128] = {0};
+        if (n_nextn > 1 &&
+            llama_model_meta_val_str(model, "general.architecture", arch, sizeof(arch)) > 0 &&
+            in_list(LLAMA_MTP_SINGLE_NEXTN_ARCHS, arch)) {
+            return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT,
+                        where + ": the model has " + std::to_string(n_nextn) +
+                            " NextN layers, but llama.cpp " + LLAMA_MTP_LLAMA_COMMIT +
+                            " builds the " + arch + " MTP graph for exactly one (it aborts otherwise)");
+        }
         if (!has_nextn_tensors(model)) {
             return fail(LLAMA_MTP_STATUS_MTP_NOT_LOADED,
                         where + ": the model's NextN tensors are not loaded; load it with "
@@ -331,6 +499,20 @@ llama_mtp_status llama_mtp_create(llama_context * ctx_tgt, const llama_mtp_param
                             std::to_string(llama_n_rs_seq(ctx_tgt)) + " < n_max " +
                             std::to_string(p.n_max) + ": rejected drafts could not be rolled back");
         }
+
+#if !defined(_WIN32)
+        // A step decodes 1 + n_max outputs at once; llama.cpp aborts when that exceeds the
+        // target's n_outputs_max. (Not readable from a Windows libllama, which exports only llama.h.)
+        const uint32_t n_outputs_max = ctx_tgt->get_cparams().n_outputs_max;
+        if (n_outputs_max < (uint32_t) p.n_max + 1) {
+            return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT,
+                        where + ": the target takes at most " + std::to_string(n_outputs_max) +
+                            " outputs per batch, fewer than 1 + n_max = " +
+                            std::to_string(p.n_max + 1) +
+                            "; create it with llama_context_params.n_outputs_max = 0 (n_batch) or "
+                            ">= 1 + n_max, or lower n_max");
+        }
+#endif
 
         llama_context_params cparams = llama_context_default_params();
         cparams.ctx_type = LLAMA_CONTEXT_TYPE_MTP;
@@ -368,13 +550,23 @@ llama_mtp_status llama_mtp_create(llama_context * ctx_tgt, const llama_mtp_param
                         where + ": the draft-mtp speculative state could not be initialised");
         }
         mtp->seqs.resize(p.n_seq);
+        mtp->n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
         *out = mtp.release();
+        register_handle(*out);
         return ok();
     });
 }
 
 void llama_mtp_free(llama_mtp * mtp) {
     try {
+        if (mtp == nullptr) {
+            return;
+        }
+        if (!unregister_handle(mtp)) {
+            g_last_error = "llama_mtp_free: handle is not a live llama_mtp (already freed, or not "
+                           "returned by llama_mtp_create); nothing was freed";
+            return;
+        }
         delete mtp;
     } catch (...) {
         g_last_error = "llama_mtp_free: exception while freeing";
@@ -382,14 +574,18 @@ void llama_mtp_free(llama_mtp * mtp) {
 }
 
 llama_context * llama_mtp_get_context(llama_mtp * mtp) {
-    return mtp == nullptr ? nullptr : mtp->ctx_dft;
+    return mtp != nullptr && is_live(mtp) ? mtp->ctx_dft : nullptr;
 }
 
 llama_mtp_status llama_mtp_process(llama_mtp * mtp, const llama_batch * batch) {
     return guarded("llama_mtp_process", [&]() {
         const std::string where = "llama_mtp_process";
-        if (mtp == nullptr || batch == nullptr) {
-            return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT, where + ": handle and batch must not be NULL");
+        llama_mtp_status hs = check_handle(mtp, "llama_mtp_process");
+        if (hs != LLAMA_MTP_STATUS_OK) {
+            return hs;
+        }
+        if (batch == nullptr) {
+            return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT, where + ": batch is NULL");
         }
         const int32_t n = batch->n_tokens;
         if (n <= 0) {
@@ -402,6 +598,12 @@ llama_mtp_status llama_mtp_process(llama_mtp * mtp, const llama_batch * batch) {
         if (batch->pos == nullptr) {
             return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT,
                         where + ": batch.pos must be set (positions are not inferred)");
+        }
+        for (int32_t i = 0; i < n; ++i) {
+            hs = check_token(mtp, batch->token[i], where + ": batch.token[" + std::to_string(i) + "]");
+            if (hs != LLAMA_MTP_STATUS_OK) {
+                return hs;
+            }
         }
         if ((uint32_t) n > llama_n_batch(mtp->ctx_dft)) {
             return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT,
@@ -463,16 +665,23 @@ llama_mtp_status llama_mtp_process(llama_mtp * mtp, const llama_batch * batch) {
 llama_mtp_status llama_mtp_begin(llama_mtp * mtp, llama_seq_id seq_id, const llama_token * prompt,
                                  int32_t n_prompt) {
     return guarded("llama_mtp_begin", [&]() {
-        if (mtp == nullptr) {
-            return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT, "llama_mtp_begin: handle is NULL");
+        llama_mtp_status st = check_handle(mtp, "llama_mtp_begin");
+        if (st != LLAMA_MTP_STATUS_OK) {
+            return st;
         }
-        llama_mtp_status st = check_seq(mtp, seq_id);
+        st = check_seq(mtp, seq_id);
         if (st != LLAMA_MTP_STATUS_OK) {
             return st;
         }
         if (n_prompt < 0 || (n_prompt > 0 && prompt == nullptr)) {
             return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT,
                         "llama_mtp_begin: prompt is NULL or n_prompt < 0");
+        }
+        for (int32_t i = 0; i < n_prompt; ++i) {
+            st = check_token(mtp, prompt[i], "llama_mtp_begin: prompt[" + std::to_string(i) + "]");
+            if (st != LLAMA_MTP_STATUS_OK) {
+                return st;
+            }
         }
         seq_state & s = mtp->seqs[seq_id];
         s.prompt.assign(prompt, prompt + n_prompt);
@@ -487,12 +696,15 @@ llama_mtp_status llama_mtp_draft(llama_mtp * mtp, llama_seq_id seq_id, llama_tok
                                  llama_pos pos0, int32_t n_max, llama_token * draft,
                                  int32_t capacity, int32_t * n_draft) {
     return guarded("llama_mtp_draft", [&]() {
-        if (mtp == nullptr || n_draft == nullptr) {
-            return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT,
-                        "llama_mtp_draft: handle and n_draft must not be NULL");
+        llama_mtp_status st = check_handle(mtp, "llama_mtp_draft");
+        if (st != LLAMA_MTP_STATUS_OK) {
+            return st;
+        }
+        if (n_draft == nullptr) {
+            return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT, "llama_mtp_draft: n_draft is NULL");
         }
         *n_draft = 0;
-        llama_mtp_status st = check_seq(mtp, seq_id);
+        st = check_seq(mtp, seq_id);
         if (st != LLAMA_MTP_STATUS_OK) {
             return st;
         }
@@ -509,6 +721,16 @@ llama_mtp_status llama_mtp_draft(llama_mtp * mtp, llama_seq_id seq_id, llama_tok
                         "llama_mtp_draft: capacity " + std::to_string(capacity) +
                             " < min(n_max, params.n_max)");
         }
+        st = check_token(mtp, id_last, "llama_mtp_draft: id_last");
+        if (st != LLAMA_MTP_STATUS_OK) {
+            return st;
+        }
+        if (pos0 >= 0 && mtp->seqs[seq_id].pending <= 0) {
+            st = check_next_pos(mtp, seq_id, pos0, "llama_mtp_draft: pos0");
+            if (st != LLAMA_MTP_STATUS_OK) {
+                return st;
+            }
+        }
         st = do_draft(mtp, seq_id, id_last, pos0, n_max);
         if (st != LLAMA_MTP_STATUS_OK) {
             return st;
@@ -522,10 +744,11 @@ llama_mtp_status llama_mtp_draft(llama_mtp * mtp, llama_seq_id seq_id, llama_tok
 
 llama_mtp_status llama_mtp_accept(llama_mtp * mtp, llama_seq_id seq_id, int32_t n_accepted) {
     return guarded("llama_mtp_accept", [&]() {
-        if (mtp == nullptr) {
-            return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT, "llama_mtp_accept: handle is NULL");
+        llama_mtp_status st = check_handle(mtp, "llama_mtp_accept");
+        if (st != LLAMA_MTP_STATUS_OK) {
+            return st;
         }
-        const llama_mtp_status st = check_seq(mtp, seq_id);
+        st = check_seq(mtp, seq_id);
         if (st != LLAMA_MTP_STATUS_OK) {
             return st;
         }
@@ -536,10 +759,11 @@ llama_mtp_status llama_mtp_accept(llama_mtp * mtp, llama_seq_id seq_id, int32_t 
 
 llama_mtp_status llama_mtp_seq_rm(llama_mtp * mtp, llama_seq_id seq_id, llama_pos p0, llama_pos p1) {
     return guarded("llama_mtp_seq_rm", [&]() {
-        if (mtp == nullptr) {
-            return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT, "llama_mtp_seq_rm: handle is NULL");
+        llama_mtp_status st = check_handle(mtp, "llama_mtp_seq_rm");
+        if (st != LLAMA_MTP_STATUS_OK) {
+            return st;
         }
-        const llama_mtp_status st = check_seq(mtp, seq_id);
+        st = check_seq(mtp, seq_id);
         if (st != LLAMA_MTP_STATUS_OK) {
             return st;
         }
@@ -547,7 +771,23 @@ llama_mtp_status llama_mtp_seq_rm(llama_mtp * mtp, llama_seq_id seq_id, llama_po
             return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT,
                         "llama_mtp_seq_rm: need 0 <= p0 and (p1 < 0 or p0 <= p1)");
         }
-        remove_range(mtp, seq_id, p0, p1);
+        const std::string range = "[" + std::to_string(p0) + ", " +
+                                  (p1 < 0 ? std::string("end") : std::to_string(p1)) + ") of seq " +
+                                  std::to_string(seq_id);
+        if (!llama_memory_seq_rm(llama_get_memory(mtp->ctx_tgt), seq_id, p0, p1)) {
+            return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT,
+                        "llama_mtp_seq_rm: llama.cpp refused to remove " + range +
+                            " from the target (recurrent memory drops only a sequence's tail, "
+                            "within n_rs_seq positions, or the whole sequence); nothing was removed");
+        }
+        if (!llama_memory_seq_rm(llama_get_memory(mtp->ctx_dft), seq_id, p0, p1)) {
+            return fail(LLAMA_MTP_STATUS_INTERNAL_ERROR,
+                        "llama_mtp_seq_rm: removed " + range +
+                            " from the target, but the MTP context refused; call llama_mtp_begin "
+                            "again for this sequence");
+        }
+        mtp->seqs[seq_id].pending = -1;
+        mtp->seqs[seq_id].verified = false;
         return ok();
     });
 }
@@ -557,12 +797,16 @@ llama_mtp_status llama_mtp_step(llama_mtp * mtp, llama_seq_id seq_id, llama_samp
                                 int32_t capacity, int32_t * n_tokens) {
     return guarded("llama_mtp_step", [&]() {
         const std::string where = "llama_mtp_step";
-        if (mtp == nullptr || smpl == nullptr || tokens == nullptr || n_tokens == nullptr) {
+        llama_mtp_status st = check_handle(mtp, "llama_mtp_step");
+        if (st != LLAMA_MTP_STATUS_OK) {
+            return st;
+        }
+        if (smpl == nullptr || tokens == nullptr || n_tokens == nullptr) {
             return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT,
-                        where + ": handle, sampler, tokens and n_tokens must not be NULL");
+                        where + ": sampler, tokens and n_tokens must not be NULL");
         }
         *n_tokens = 0;
-        llama_mtp_status st = check_seq(mtp, seq_id);
+        st = check_seq(mtp, seq_id);
         if (st != LLAMA_MTP_STATUS_OK) {
             return st;
         }
@@ -572,13 +816,32 @@ llama_mtp_status llama_mtp_step(llama_mtp * mtp, llama_seq_id seq_id, llama_samp
         if (n_past < 0) {
             return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT, where + ": n_past must be >= 0");
         }
+        st = check_token(mtp, id_last, where + ": id_last");
+        if (st != LLAMA_MTP_STATUS_OK) {
+            return st;
+        }
+        seq_state & ss = mtp->seqs[seq_id];
+        if (ss.pending > 0) {
+            return fail(LLAMA_MTP_STATUS_BAD_STATE,
+                        where + ": a draft of seq " + std::to_string(seq_id) +
+                            " from llama_mtp_draft was not accepted yet (call llama_mtp_accept)");
+        }
+        // Checked before anything is decoded: a wrong n_past must not reach the rollback below,
+        // which would remove cells the caller decoded.
+        st = check_next_pos(mtp, seq_id, n_past, where + ": n_past");
+        if (st != LLAMA_MTP_STATUS_OK) {
+            return st;
+        }
+        st = preflight_sampler(mtp, smpl);
+        if (st != LLAMA_MTP_STATUS_OK) {
+            return st;
+        }
         const int64_t room = (int64_t) llama_n_ctx(mtp->ctx_tgt) - n_past - 1;
         if (room < 0) {
             return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT, where + ": the target context is full");
         }
         int64_t n_max = std::min<int64_t>({(int64_t) mtp->params.n_max, (int64_t) capacity - 1, room,
                                            (int64_t) llama_n_batch(mtp->ctx_tgt) - 1});
-        seq_state & ss = mtp->seqs[seq_id];
         ss.draft.clear();
         if (n_max > 0) {
             st = do_draft(mtp, seq_id, id_last, n_past, (int32_t) n_max);
@@ -590,6 +853,20 @@ llama_mtp_status llama_mtp_step(llama_mtp * mtp, llama_seq_id seq_id, llama_samp
             ss.verified = false;
         }
         const llama_tokens draft = ss.draft;
+        // Undo this step: the target and MTP cells from n_past on are the step's own.
+        // A recurrent target rolls back at most n_rs_seq tokens; say so when it cannot.
+        auto roll_back = [&]() {
+            const bool undone =
+                llama_memory_seq_rm(llama_get_memory(mtp->ctx_tgt), seq_id, n_past, -1);
+            llama_memory_seq_rm(llama_get_memory(mtp->ctx_dft), seq_id, n_past, -1);
+            ss.pending = -1;
+            ss.verified = false;
+            if (!undone) {
+                g_last_error += "; the target could not be rolled back (n_rs_seq < 1 + n_max): seq " +
+                                std::to_string(seq_id) + " keeps this step's tokens from position " +
+                                std::to_string(n_past) + ", clear it with llama_mtp_seq_rm";
+            }
+        };
 
         if (!mtp->batch_tgt) {
             mtp->batch_tgt = std::make_unique<common_batch>(mtp->ctx_tgt);
@@ -602,31 +879,38 @@ llama_mtp_status llama_mtp_step(llama_mtp * mtp, llama_seq_id seq_id, llama_samp
         }
         const int32_t rc = llama_process(mtp->ctx_tgt, LLAMA_PROCESS_TYPE_DECODE, b.get());
         if (rc != 0) {
-            remove_range(mtp, seq_id, n_past, -1);
-            ss.pending = -1;
-            return fail(LLAMA_MTP_STATUS_DECODE_FAILED,
-                        where + ": target decode failed with " + std::to_string(rc));
-        }
-        st = mirror(mtp, b);
-        if (st != LLAMA_MTP_STATUS_OK) {
-            remove_range(mtp, seq_id, n_past, -1);
-            ss.pending = -1;
-            return st;
+            fail(LLAMA_MTP_STATUS_DECODE_FAILED,
+                 where + ": target decode failed with " + std::to_string(rc));
+            roll_back();
+            return LLAMA_MTP_STATUS_DECODE_FAILED;
         }
 
+        // Sample before mirroring, so that a sampler failing on the first row leaves the MTP
+        // state as it was: the step is then undone as if it had not been called.
         const llama_vocab * vocab = llama_model_get_vocab(llama_get_model(mtp->ctx_tgt));
         std::vector<llama_token> out;
         out.reserve(draft.size() + 1);
-        size_t i = 0;
-        for (; i < draft.size(); ++i) {
-            const llama_token id = llama_sampler_sample(smpl, mtp->ctx_tgt, (int32_t) i);
+        for (size_t i = 0; i <= draft.size(); ++i) {
+            llama_token id = LLAMA_TOKEN_NULL;
+            st = sample_row(mtp, smpl, (int32_t) i, id);
+            if (st != LLAMA_MTP_STATUS_OK) {
+                if (out.empty()) {
+                    roll_back();
+                    return st;
+                }
+                // Rows before this one matched the draft and were accepted by the sampler: keep
+                // them, the last as the target's next token.
+                break;
+            }
             out.push_back(id);
-            if (id != draft[i] || (llama_vocab_is_eog(vocab, id) && i + 1 < draft.size())) {
+            if (i == draft.size() || id != draft[i] || llama_vocab_is_eog(vocab, id)) {
                 break;
             }
         }
-        if (i == draft.size()) {
-            out.push_back(llama_sampler_sample(smpl, mtp->ctx_tgt, (int32_t) i));
+        st = mirror(mtp, b);
+        if (st != LLAMA_MTP_STATUS_OK) {
+            roll_back();
+            return st;
         }
         const int32_t n_accepted = (int32_t) out.size() - 1;
         st = do_accept(mtp, seq_id, n_accepted, where.c_str());
@@ -645,9 +929,12 @@ llama_mtp_status llama_mtp_step(llama_mtp * mtp, llama_seq_id seq_id, llama_samp
 
 llama_mtp_status llama_mtp_get_stats(const llama_mtp * mtp, llama_mtp_stats * stats) {
     return guarded("llama_mtp_get_stats", [&]() {
-        if (mtp == nullptr || stats == nullptr) {
-            return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT,
-                        "llama_mtp_get_stats: handle and stats must not be NULL");
+        const llama_mtp_status hs = check_handle(mtp, "llama_mtp_get_stats");
+        if (hs != LLAMA_MTP_STATUS_OK) {
+            return hs;
+        }
+        if (stats == nullptr) {
+            return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT, "llama_mtp_get_stats: stats is NULL");
         }
         const uint32_t size = stats->struct_size;
         if (size < k_stats_min_size) {
@@ -663,8 +950,9 @@ llama_mtp_status llama_mtp_get_stats(const llama_mtp * mtp, llama_mtp_stats * st
 
 llama_mtp_status llama_mtp_reset_stats(llama_mtp * mtp) {
     return guarded("llama_mtp_reset_stats", [&]() {
-        if (mtp == nullptr) {
-            return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT, "llama_mtp_reset_stats: handle is NULL");
+        const llama_mtp_status hs = check_handle(mtp, "llama_mtp_reset_stats");
+        if (hs != LLAMA_MTP_STATUS_OK) {
+            return hs;
         }
         mtp->stats = llama_mtp_stats{};
         mtp->stats.struct_size = sizeof(mtp->stats);

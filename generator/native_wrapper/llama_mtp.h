@@ -9,7 +9,12 @@
  * Rules of this ABI:
  *   - every function returns a status (enum llama_mtp_status) unless it is a pure getter;
  *     on an error, llama_mtp_last_error() returns a message for the calling thread;
- *   - no input aborts the process and no C++ exception leaves a function;
+ *   - no input aborts the process and no C++ exception leaves a function; a call that fails
+ *     leaves the target context, the caller's sampler and the handle as they were, except where
+ *     its comment says otherwise;
+ *   - a handle that was freed or did not come from llama_mtp_create is refused
+ *     (LLAMA_MTP_STATUS_INVALID_ARGUMENT) without being dereferenced;
+ *   - token ids outside [0, llama_vocab_n_tokens) are refused (LLAMA_MTP_STATUS_INVALID_ARGUMENT);
  *   - parameter and statistics structs begin with `struct_size`: set it to sizeof the struct
  *     your header declares; the library reads and writes only that many bytes, so structs can
  *     grow at their end without breaking callers built against an older header.
@@ -96,8 +101,10 @@ LLAMA_MTP_API enum llama_mtp_status llama_mtp_model_n_nextn_layers(
  * llama_model_params.load_mtp = true (checked: its NextN tensors must be present, else
  * LLAMA_MTP_STATUS_MTP_NOT_LOADED). Call before the first decode on ctx_tgt: it switches the
  * target to emitting the hidden states MTP needs. Recurrent or hybrid targets need
- * llama_context_params.n_rs_seq >= n_max, and the target needs room for 1 + n_max outputs per
- * sequence in a batch.
+ * llama_context_params.n_rs_seq >= n_max, and the target needs room for 1 + n_max outputs in a
+ * batch: llama_context_params.n_outputs_max 0 (n_batch) or >= 1 + n_max (checked, except against
+ * a Windows libllama, which does not export the value). A model with more NextN layers than
+ * llama.cpp builds its architecture's MTP graph for is refused.
  */
 LLAMA_MTP_API enum llama_mtp_status llama_mtp_create(
         struct llama_context * ctx_tgt,
@@ -105,7 +112,8 @@ LLAMA_MTP_API enum llama_mtp_status llama_mtp_create(
         struct llama_mtp ** out);
 
 /* Free the sidecar and its MTP context, before freeing the target context (which stays the
- * caller's). NULL is a no-op. */
+ * caller's). NULL is a no-op; a handle that is not live (freed twice, foreign) is left alone and
+ * llama_mtp_last_error() says so. */
 LLAMA_MTP_API void llama_mtp_free(struct llama_mtp * mtp);
 
 /* The MTP context the sidecar owns (NULL for a NULL handle). */
@@ -124,7 +132,8 @@ LLAMA_MTP_API enum llama_mtp_status llama_mtp_begin(
 
 /*
  * Draft up to min(n_max, params.n_max) tokens following id_last, which sits at position pos0
- * (not yet decoded on the target). Writes them to draft[0..*n_draft).
+ * (not yet decoded on the target, so pos0 is one past the sequence's last position there:
+ * LLAMA_MTP_STATUS_BAD_STATE otherwise). Writes them to draft[0..*n_draft).
  */
 LLAMA_MTP_API enum llama_mtp_status llama_mtp_draft(
         struct llama_mtp * mtp,
@@ -143,7 +152,10 @@ LLAMA_MTP_API enum llama_mtp_status llama_mtp_draft(
 LLAMA_MTP_API enum llama_mtp_status llama_mtp_accept(
         struct llama_mtp * mtp, llama_seq_id seq_id, int32_t n_accepted);
 
-/* Remove positions [p0, p1) of seq_id from the target and the MTP context (p1 < 0: to the end). */
+/* Remove positions [p0, p1) of seq_id from the target and the MTP context (p1 < 0: to the end).
+ * When llama.cpp refuses the removal from the target (recurrent memory keeps only a tail of
+ * n_rs_seq positions to roll back), nothing is removed and LLAMA_MTP_STATUS_INVALID_ARGUMENT is
+ * returned. Drops a draft not yet accepted. */
 LLAMA_MTP_API enum llama_mtp_status llama_mtp_seq_rm(
         struct llama_mtp * mtp, llama_seq_id seq_id, llama_pos p0, llama_pos p1);
 
@@ -153,7 +165,11 @@ LLAMA_MTP_API enum llama_mtp_status llama_mtp_seq_rm(
  * accepts what it samples), accept the agreeing prefix, remove the rejected tail from both
  * contexts. Writes the accepted draft tokens plus the target's next token to tokens[0..*n_tokens);
  * the last of them is the new id_last and the new n_past is n_past + *n_tokens.
- * capacity >= 1; the draft is capped at capacity - 1 tokens.
+ * capacity >= 1; the draft is capped at capacity - 1 tokens. n_past must be one past the
+ * sequence's last position in the target (LLAMA_MTP_STATUS_BAD_STATE otherwise, before anything
+ * is decoded). A sampler that selects no token (an empty chain, say) on the first row fails with
+ * LLAMA_MTP_STATUS_INVALID_ARGUMENT and the step is undone; on a later row, the rows before it
+ * are returned. Stops after an end-of-generation token.
  */
 LLAMA_MTP_API enum llama_mtp_status llama_mtp_step(
         struct llama_mtp * mtp,

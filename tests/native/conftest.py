@@ -29,6 +29,16 @@ def test_models(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return agree, plain
 
 
+@pytest.fixture(scope="session")
+def two_nextn_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A qwen35 model with two NextN layers, which llama.cpp's qwen35 MTP graph cannot take."""
+    from generator.testmodel import write_test_model
+
+    return write_test_model(
+        tmp_path_factory.mktemp("models") / "two.gguf", "agree", seed=0, nextn_layers=2
+    )
+
+
 def compile_cases(
     build: BuildResult, compiler: str, out: Path, extra: list[str] | None = None
 ) -> Path:

@@ -1,8 +1,9 @@
 /*
  * Drives libllama_mtp through its error cases (and, with models, a short speculative run).
  *
- *   mtp_cases                      cases that need no model
- *   mtp_cases AGREE.gguf PLAIN.gguf  all cases; AGREE has one NextN layer, PLAIN none
+ *   mtp_cases                                cases that need no model
+ *   mtp_cases AGREE.gguf PLAIN.gguf TWO.gguf   all cases; AGREE has one NextN layer, PLAIN none,
+ *                                            TWO two (more than its architecture's graph takes)
  *
  * Prints one line per case:  CASE <name> <status> <message>
  * and facts as:              INFO <key> <value>
@@ -75,6 +76,18 @@ static void no_model_cases(void) {
     report("reset_stats_null_handle", llama_mtp_reset_stats(NULL));
     llama_mtp_free(NULL);
     printf("INFO get_context_null %d\n", llama_mtp_get_context(NULL) == NULL);
+
+    /* a pointer that never came from llama_mtp_create */
+    struct llama_mtp * foreign = (struct llama_mtp *) (void *) &stats;
+    report("draft_foreign_handle", llama_mtp_draft(foreign, 0, 1, 0, 3, toks, 4, &nd));
+    report("get_stats_foreign_handle", llama_mtp_get_stats(foreign, &stats));
+    llama_mtp_free(foreign);
+    printf("INFO free_foreign_says %d\n", llama_mtp_last_error()[0] != '\0');
+    printf("INFO get_context_foreign_null %d\n", llama_mtp_get_context(foreign) == NULL);
+}
+
+static llama_pos target_pos_max(struct llama_context * ctx) {
+    return llama_memory_seq_pos_max(llama_get_memory(ctx), 0);
 }
 
 static struct llama_model * load(const char * path, int load_mtp) {
@@ -83,8 +96,10 @@ static struct llama_model * load(const char * path, int load_mtp) {
     return llama_model_load_from_file(path, mp);
 }
 
-static struct llama_context * new_ctx(struct llama_model * m, uint32_t n_rs_seq) {
+static struct llama_context * new_ctx_outputs(struct llama_model * m, uint32_t n_rs_seq,
+                                              uint32_t n_outputs_max) {
     struct llama_context_params cp = llama_context_default_params();
+    cp.n_outputs_max = n_outputs_max;
     cp.n_ctx = 256;
     cp.n_batch = 64;
     cp.n_ubatch = 64;
@@ -92,6 +107,10 @@ static struct llama_context * new_ctx(struct llama_model * m, uint32_t n_rs_seq)
     cp.n_threads_batch = 2;
     cp.n_rs_seq = n_rs_seq;
     return llama_init_from_model(m, cp);
+}
+
+static struct llama_context * new_ctx(struct llama_model * m, uint32_t n_rs_seq) {
+    return new_ctx_outputs(m, n_rs_seq, 0);
 }
 
 /* Greedy tokens from plain decoding (no MTP), the reference for the speculative run. */
@@ -113,7 +132,7 @@ static int plain_greedy(struct llama_model * m, const llama_token * prompt, int 
     return 0;
 }
 
-static void model_cases(const char * agree_path, const char * plain_path) {
+static void model_cases(const char * agree_path, const char * plain_path, const char * two_path) {
     struct llama_mtp_params p = default_params();
     struct llama_mtp * h = NULL;
     int32_t n = -1;
@@ -136,6 +155,17 @@ static void model_cases(const char * agree_path, const char * plain_path) {
     report("create_not_loaded_with_mtp", llama_mtp_create(ctx, &p, &h));
     llama_free(ctx);
     llama_model_free(nomtp);
+
+    /* a model with more NextN layers than the qwen35 MTP graph takes */
+    struct llama_model * two = load(two_path, 1);
+    if (!two) { printf("INFO load_failed two\n"); return; }
+    report("nextn_two", llama_mtp_model_n_nextn_layers(two, &n));
+    printf("INFO nextn_two %d\n", n);
+    ctx = new_ctx(two, 3);
+    p = default_params();
+    report("create_too_many_nextn_layers", llama_mtp_create(ctx, &p, &h));
+    llama_free(ctx);
+    llama_model_free(two);
 
     struct llama_model * agree = load(agree_path, 1);
     if (!agree) { printf("INFO load_failed agree\n"); return; }
@@ -163,6 +193,18 @@ static void model_cases(const char * agree_path, const char * plain_path) {
         p = default_params();
             report("create_after_decode", llama_mtp_create(used, &p, &h));
         llama_free(used);
+    }
+
+    /* a target that takes fewer outputs per batch than a step decodes */
+    {
+        struct llama_context * few = new_ctx_outputs(agree, 3, 2);
+        p = default_params(); /* n_max 3: a step decodes 4 outputs */
+#if defined(_WIN32)
+        printf("INFO create_few_outputs_unchecked 1\n");
+#else
+        report("create_few_outputs", llama_mtp_create(few, &p, &h));
+#endif
+        llama_free(few);
     }
 
     p = default_params();
@@ -206,11 +248,24 @@ static void model_cases(const char * agree_path, const char * plain_path) {
         report("process_over_n_batch", llama_mtp_process(h, &big));
         llama_batch_free(big);
     }
+    {
+        llama_token bad_prompt[2] = {prompt[0], 1 << 20};
+        report("begin_token_out_of_vocab", llama_mtp_begin(h, 0, bad_prompt, 2));
+        llama_token bad = -3;
+        llama_pos p0 = 0;
+        struct llama_batch oov = pb;
+        oov.n_tokens = 1;
+        oov.token = &bad;
+        oov.pos = &p0;
+        report("process_token_out_of_vocab", llama_mtp_process(h, &oov));
+    }
     report("begin", llama_mtp_begin(h, 0, prompt, N_PROMPT - 1));
 
     /* manual protocol: draft, verify on the target, mirror, accept too many, accept */
     llama_token id_last = prompt[N_PROMPT - 1];
     llama_pos n_past = N_PROMPT - 1;
+    report("draft_token_out_of_vocab", llama_mtp_draft(h, 0, 1 << 20, n_past, 3, draft, 8, &nd));
+    report("draft_wrong_pos", llama_mtp_draft(h, 0, id_last, n_past + 3, 3, draft, 8, &nd));
     report("draft", llama_mtp_draft(h, 0, id_last, n_past, 3, draft, 8, &nd));
     printf("INFO drafted %d\n", nd);
     {
@@ -242,6 +297,13 @@ static void model_cases(const char * agree_path, const char * plain_path) {
     report("accept", llama_mtp_accept(h, 0, acc));
     report("accept_twice", llama_mtp_accept(h, 0, 0));
     report("seq_rm_bad_range", llama_mtp_seq_rm(h, 0, 5, 2));
+    {
+        const llama_pos before = target_pos_max(ctx);
+        /* a tail longer than the recurrent target keeps snapshots for (n_rs_seq 3): llama.cpp
+         * refuses, and nothing may be removed from either context */
+        report("seq_rm_refused", llama_mtp_seq_rm(h, 0, 2, -1));
+        printf("INFO seq_rm_refused_kept %d\n", target_pos_max(ctx) == before);
+    }
     report("seq_rm", llama_mtp_seq_rm(h, 0, n_past + 1 + acc, -1));
 
     /* step-driven generation, compared against plain greedy decoding */
@@ -253,6 +315,17 @@ static void model_cases(const char * agree_path, const char * plain_path) {
     id_last = next;
     report("step_null_sampler", llama_mtp_step(h, 0, NULL, id_last, n_past, draft, 8, &nd));
     report("step_zero_capacity", llama_mtp_step(h, 0, smpl, id_last, n_past, draft, 0, &nd));
+    report("step_token_out_of_vocab", llama_mtp_step(h, 0, smpl, 1 << 20, n_past, draft, 8, &nd));
+    {
+        const llama_pos before = target_pos_max(ctx);
+        report("step_wrong_n_past", llama_mtp_step(h, 0, smpl, id_last, n_past - 2, draft, 8, &nd));
+        printf("INFO step_wrong_n_past_kept %d\n", target_pos_max(ctx) == before);
+        /* a chain with no sampler in it selects nothing */
+        struct llama_sampler * empty = llama_sampler_chain_init(llama_sampler_chain_default_params());
+        report("step_sampler_selects_none", llama_mtp_step(h, 0, empty, id_last, n_past, draft, 8, &nd));
+        printf("INFO step_sampler_selects_none_kept %d\n", target_pos_max(ctx) == before);
+        llama_sampler_free(empty);
+    }
     enum llama_mtp_status st = LLAMA_MTP_STATUS_OK;
     while (n_gen < N_GEN && st == LLAMA_MTP_STATUS_OK) {
         int32_t got = 0;
@@ -283,10 +356,15 @@ static void model_cases(const char * agree_path, const char * plain_path) {
     for (int i = 0; same && i < N_GEN; ++i) same = ref[i] == gen[i];
     printf("INFO greedy_identical %d\n", same);
 
-    llama_sampler_free(smpl);
     llama_batch_free(pb);
     llama_batch_free(vb);
     llama_mtp_free(h);
+    report("accept_freed_handle", llama_mtp_accept(h, 0, 0));
+    report("step_freed_handle", llama_mtp_step(h, 0, smpl, id_last, n_past, draft, 8, &nd));
+    llama_mtp_free(h); /* twice: refused, not a double free */
+    printf("INFO free_twice_says %d\n", llama_mtp_last_error()[0] != '\0');
+    printf("INFO get_context_freed_null %d\n", llama_mtp_get_context(h) == NULL);
+    llama_sampler_free(smpl);
     llama_free(ctx);
     llama_model_free(agree);
 }
@@ -295,8 +373,8 @@ int main(int argc, char ** argv) {
     llama_log_set(quiet_log, NULL);
     llama_backend_init();
     no_model_cases();
-    if (argc >= 3) {
-        model_cases(argv[1], argv[2]);
+    if (argc >= 4) {
+        model_cases(argv[1], argv[2], argv[3]);
     }
     llama_backend_free();
     printf("DONE\n");

@@ -40,18 +40,23 @@ NO_MODEL_CASES = {
     "step_null_handle": "INVALID_ARGUMENT",
     "get_stats_null_handle": "INVALID_ARGUMENT",
     "reset_stats_null_handle": "INVALID_ARGUMENT",
+    "draft_foreign_handle": "INVALID_ARGUMENT",
+    "get_stats_foreign_handle": "INVALID_ARGUMENT",
 }
 
 MODEL_CASES = {
     "nextn_plain": "OK",
     "create_no_nextn": "NO_NEXTN_LAYERS",
     "create_not_loaded_with_mtp": "MTP_NOT_LOADED",
+    "nextn_two": "OK",
+    "create_too_many_nextn_layers": "INVALID_ARGUMENT",
     "nextn_agree": "OK",
     "create_n_max_zero": "INVALID_ARGUMENT",
     "create_n_max_negative": "INVALID_ARGUMENT",
     "create_old_struct": "UNSUPPORTED_VERSION",
     "create_rs_seq_too_small": "INVALID_ARGUMENT",
     "create_after_decode": "BAD_STATE",
+    "create_few_outputs": "INVALID_ARGUMENT",
     "create_ok": "OK",
     "accept_nothing_drafted": "BAD_STATE",
     "accept_zero_nothing_drafted": "BAD_STATE",
@@ -62,7 +67,11 @@ MODEL_CASES = {
     "process_no_pos": "INVALID_ARGUMENT",
     "process_not_decoded": "BAD_STATE",
     "process_over_n_batch": "INVALID_ARGUMENT",
+    "begin_token_out_of_vocab": "INVALID_ARGUMENT",
+    "process_token_out_of_vocab": "INVALID_ARGUMENT",
     "begin": "OK",
+    "draft_token_out_of_vocab": "INVALID_ARGUMENT",
+    "draft_wrong_pos": "BAD_STATE",
     "draft": "OK",
     "draft_again_before_accept": "BAD_STATE",
     "accept_before_mirror": "BAD_STATE",
@@ -72,14 +81,42 @@ MODEL_CASES = {
     "accept": "OK",
     "accept_twice": "BAD_STATE",
     "seq_rm_bad_range": "INVALID_ARGUMENT",
+    "seq_rm_refused": "INVALID_ARGUMENT",
     "seq_rm": "OK",
     "step_null_sampler": "INVALID_ARGUMENT",
     "step_zero_capacity": "BUFFER_TOO_SMALL",
+    "step_token_out_of_vocab": "INVALID_ARGUMENT",
+    "step_wrong_n_past": "BAD_STATE",
+    "step_sampler_selects_none": "INVALID_ARGUMENT",
     "steps": "OK",
     "get_stats": "OK",
     "get_stats_old_struct": "UNSUPPORTED_VERSION",
     "reset_stats": "OK",
+    "accept_freed_handle": "INVALID_ARGUMENT",
+    "step_freed_handle": "INVALID_ARGUMENT",
 }
+
+# What each refusal's message must name, so that a case cannot pass for another reason.
+MESSAGES = {
+    "draft_foreign_handle": "not a live llama_mtp",
+    "get_stats_foreign_handle": "not a live llama_mtp",
+    "accept_freed_handle": "not a live llama_mtp",
+    "step_freed_handle": "not a live llama_mtp",
+    "create_too_many_nextn_layers": "NextN layers",
+    "create_few_outputs": "n_outputs_max",
+    "begin_token_out_of_vocab": "outside the vocabulary",
+    "process_token_out_of_vocab": "outside the vocabulary",
+    "draft_token_out_of_vocab": "outside the vocabulary",
+    "step_token_out_of_vocab": "outside the vocabulary",
+    "draft_wrong_pos": "not the next position",
+    "step_wrong_n_past": "not the next position",
+    "step_sampler_selects_none": "selects no token",
+    "seq_rm_refused": "refused",
+}
+
+# A Windows libllama exports llama.h alone, so the wrapper cannot read the target's
+# n_outputs_max there (the header says so); the case is left out on PE builds, not passed.
+UNCHECKED_ON_PE = {"create_few_outputs"}
 
 
 @pytest.fixture(scope="module", params=PLATFORMS)
@@ -139,6 +176,8 @@ def _check(
             )
         elif want != "OK" and not message.strip():
             problems.append(f"{name}: {want} without a message")
+        elif name in MESSAGES and MESSAGES[name] not in message:
+            problems.append(f"{name}: message {message!r} does not name {MESSAGES[name]!r}")
     assert not problems, "\n".join(problems)
 
 
@@ -153,6 +192,7 @@ def test_error_cases_without_model(
     assert float(info["default_p_min"]) == 0.0
     assert info["create_null_context_handle_cleared"] == "1"
     assert info["get_context_null"] == "1"
+    assert info["free_foreign_says"] == "1" and info["get_context_foreign_null"] == "1"
     meta = (tree_b11312 / ".llama-bindgen-tree.json").read_text()
     assert info["llama_commit"] in meta and len(info["llama_commit"]) == 40
 
@@ -161,15 +201,29 @@ def test_error_cases_with_models(
     execution: Execution,
     cases_exe: Path,
     statuses: dict[str, int],
+    build: BuildResult,
     test_models: tuple[Path, Path],
+    two_nextn_model: Path,
 ) -> None:
     agree, plain = test_models
-    proc = _run(execution, cases_exe, agree, plain)
+    proc = _run(execution, cases_exe, agree, plain, two_nextn_model)
     assert proc.returncode == 0 and "DONE" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
     cases, info = parse_cases(proc.stdout)
-    _check(cases, MODEL_CASES, statuses)
+    expected = dict(MODEL_CASES)
+    if build.platform.binary_format == "pe":
+        for name in UNCHECKED_ON_PE:
+            del expected[name]
+            assert name not in cases
+        assert info["create_few_outputs_unchecked"] == "1"
+    _check(cases, expected, statuses)
     assert info["nextn_plain"] == "0"
+    assert info["nextn_two"] == "2"
     assert info["nextn_agree"] == "1"
+    # refused calls left the target's cells alone
+    assert info["seq_rm_refused_kept"] == "1"
+    assert info["step_wrong_n_past_kept"] == "1"
+    assert info["step_sampler_selects_none_kept"] == "1"
+    assert info["free_twice_says"] == "1" and info["get_context_freed_null"] == "1"
     assert int(info["drafted"]) == 3  # the default n_max on a model whose head always agrees
     n_drafts, n_drafted, n_accepted, n_steps = (int(x) for x in info["stats"].split())
     assert n_steps > 0 and n_drafts > 0 and 0 < n_accepted <= n_drafted
