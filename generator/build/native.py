@@ -23,8 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import jinja2
-
 from generator import __version__
 from generator.build import api_module
 from generator.build.build_info import (
@@ -49,7 +47,7 @@ from generator.emit import API_MODULE
 from generator.errors import UsageError
 from generator.hashing import file_sha256
 from generator.ir import Interface
-from generator.paths import default_cache_dir, templates_dir, wrapper_dir
+from generator.paths import default_cache_dir, wrapper_dir
 from generator.platforms import (
     BASE_CMAKE_OPTIONS,
     Platform,
@@ -59,6 +57,7 @@ from generator.platforms import (
     runtime_library_path,
 )
 from generator.sources.licenses import llama_license, write_licenses
+from generator.templating import environment
 
 ABI_LIBRARY = "llama_bindgen_abi"
 API_MODULE_PREFIX = f"lib/{API_MODULE}"
@@ -98,14 +97,7 @@ def build_dir_for(tree: TreeInfo, plat: Platform) -> Path:
 
 
 def _render(template: str, dest: Path, **context: Any) -> None:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(templates_dir() / "native")),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    dest.write_text(env.get_template(template).render(**context), encoding="utf-8")
+    dest.write_text(environment().get_template(f"native/{template}").render(**context), "utf-8")
 
 
 def _needs_mingw_compat(plat: Platform, toolchain: Toolchain) -> bool:
@@ -175,34 +167,30 @@ def _native_libraries(info: dict[str, Any]) -> dict[str, str]:
     return {k: v for k, v in libraries.items() if not k.startswith(API_MODULE_PREFIX)}
 
 
-def _api_module_record(
-    api: Interface,
-    plat: Platform,
-    toolchain: Toolchain,
-    platform_dir: Path,
-    bdir: Path,
-    env: dict[str, str],
-    mtp: MtpSupport,
-    reason: str | None,
-    source_sha: str,
-    libraries: dict[str, str],
-) -> dict[str, Any]:
+def _api_module_record(plan: _Plan, mtp: MtpSupport, libraries: dict[str, str]) -> dict[str, Any]:
     """Build the API-mode module when this platform can (adding it to ``libraries``) and return
     its build-info record; otherwise say why not."""
     record: dict[str, Any]
-    if reason is None:
+    plat, platform_dir = plan.plat, plan.platform_dir
+    if plan.api_reason is None:
         stems = ["llama", "ggml", "ggml-base", "ggml-cpu"] + (
             ["llama_mtp"] if mtp.supported else []
         )
         linked = [s for s in stems if (platform_dir / "lib" / plat.library_file(s)).exists()]
         record = api_module.build_api_module(
-            api, plat, toolchain.c_compiler, platform_dir, bdir / "api", env, linked
+            plan.api,
+            plat,
+            plan.toolchain.c_compiler,
+            platform_dir,
+            plan.bdir / "api",
+            plan.environment(),
+            linked,
         )
         libraries[record["file"]] = file_sha256(platform_dir / record["file"])
     else:
-        record = {"status": "not built", "reason": reason}
-        progress(f"build {plat.name}: API-mode module not built: {reason}")
-    record["source_sha256"] = source_sha
+        record = {"status": "not built", "reason": plan.api_reason}
+        progress(f"{plan.label}: API-mode module not built: {plan.api_reason}")
+    record["source_sha256"] = plan.api_sha
     return record
 
 
@@ -259,14 +247,38 @@ def _assemble(
     }
 
 
-def build_native(
-    tree_root: Path,
-    platform_name: str,
-    out: Path | None = None,
-    jobs: int = 2,
-    force: bool = False,
-) -> BuildResult:
-    """Build (or reuse) the native libraries of ``tree_root`` for ``platform_name``."""
+@dataclass(frozen=True)
+class _Plan:
+    """Everything a build of one tree for one platform is decided by, before anything runs."""
+
+    tree: TreeInfo
+    plat: Platform
+    toolchain: Toolchain
+    platform_dir: Path
+    bdir: Path
+    jobs: int
+    api: Interface
+    abi_source: str
+    sources_sha: str
+    abi_sha: str
+    api_reason: str | None
+    api_sha: str
+
+    @property
+    def label(self) -> str:
+        return f"build {self.plat.name}"
+
+    @property
+    def logs(self) -> Path:
+        return self.bdir / "logs"
+
+    def environment(self) -> dict[str, str]:
+        # ccache rewrites paths under the common parent of tree and build folder to relative
+        # ones, so a build in a new folder (or a copied tree at the same depth) hits the cache
+        return build_environment(default_cache_dir(), [self.tree.root, self.bdir])
+
+
+def _plan(tree_root: Path, platform_name: str, out: Path | None, jobs: int) -> _Plan:
     if jobs < 1:
         raise UsageError(f"--jobs must be at least 1, got {jobs}")
     tree = read_tree(tree_root)
@@ -278,76 +290,83 @@ def build_native(
         packages = f" (Debian packages: {' '.join(toolchain.apt_packages)})" if (
             toolchain.apt_packages) else ""  # fmt: skip
         raise UsageError(f"{plat.name}: missing tools {', '.join(missing)}{packages}")
-    # absolute: the gates run programs from other folders against these libraries
-    platform_dir = (out if out is not None else default_out_dir(tree)).resolve() / plat.name
-    sources_sha = wrapper_sources_sha256()
-    parsed = build_interface(tree)
-    abi_source = abi_identity_source(*parsed)
-    abi_sha = hashlib.sha256(abi_source.encode()).hexdigest()
+    api, headers = build_interface(tree)
+    abi_source = abi_identity_source(api, headers)
     api_reason = api_module.why_not_built(plat, toolchain)
-    api_sha = api_module.source_sha256(parsed[0]) if api_reason is None else api_reason
+    return _Plan(
+        tree=tree,
+        plat=plat,
+        toolchain=toolchain,
+        # absolute: the gates run programs from other folders against these libraries
+        platform_dir=(out if out is not None else default_out_dir(tree)).resolve() / plat.name,
+        bdir=build_dir_for(tree, plat),
+        jobs=jobs,
+        api=api,
+        abi_source=abi_source,
+        sources_sha=wrapper_sources_sha256(),
+        abi_sha=hashlib.sha256(abi_source.encode()).hexdigest(),
+        api_reason=api_reason,
+        api_sha=api_module.source_sha256(api) if api_reason is None else api_reason,
+    )
 
-    existing = read_build_info(platform_dir / BUILD_INFO_NAME)
-    bdir = build_dir_for(tree, plat)
+
+def _reuse(plan: _Plan) -> BuildResult | None:
+    """The existing build when its libraries are current (adding a missing or stale API-mode
+    module); None when CMake has to run."""
+    existing = read_build_info(plan.platform_dir / BUILD_INFO_NAME)
     if (
-        not force
-        and existing is not None
-        and existing.get("format") == BUILD_INFO_FORMAT
-        and existing.get("platform") == plat.name
-        and existing.get("commit") == tree.commit
-        and existing.get("wrapper_sources_sha256") == sources_sha
-        and existing.get("abi_source_sha256") == abi_sha
-        and libraries_intact(platform_dir, {"libraries": _native_libraries(existing)})
+        existing is None
+        or existing.get("format") != BUILD_INFO_FORMAT
+        or existing.get("platform") != plan.plat.name
+        or existing.get("commit") != plan.tree.commit
+        or existing.get("wrapper_sources_sha256") != plan.sources_sha
+        or existing.get("abi_source_sha256") != plan.abi_sha
+        or not libraries_intact(plan.platform_dir, {"libraries": _native_libraries(existing)})
     ):
-        mtp_json = existing.get("mtp", {})
-        mtp = MtpSupport(mtp_json.get("status") == "supported", str(mtp_json.get("reason", "")))
-        if existing.get("api_module", {}).get("source_sha256") == api_sha and libraries_intact(
-            platform_dir, existing
-        ):
-            progress(f"build {plat.name}: up to date in {platform_dir}")
-            write_licenses(tree.root, platform_dir)
-            return BuildResult(plat, platform_dir, existing, mtp, rebuilt=False)
-        # the libraries are current; only the API-mode module is missing or stale
-        env = build_environment(default_cache_dir(), [tree.root, bdir])
-        updated = dict(existing)
-        native_libraries = _native_libraries(existing)
-        updated["api_module"] = _api_module_record(
-            parsed[0],
-            plat,
-            toolchain,
-            platform_dir,
-            bdir,
-            env,
-            mtp,
-            api_reason,
-            api_sha,
-            native_libraries,
-        )
-        updated["libraries"] = native_libraries
-        write_build_info(platform_dir / BUILD_INFO_NAME, updated)
-        return BuildResult(plat, platform_dir, updated, mtp, rebuilt=True)
+        return None
+    mtp_json = existing.get("mtp", {})
+    mtp = MtpSupport(mtp_json.get("status") == "supported", str(mtp_json.get("reason", "")))
+    api_current = existing.get("api_module", {}).get("source_sha256") == plan.api_sha
+    if api_current and libraries_intact(plan.platform_dir, existing):
+        progress(f"{plan.label}: up to date in {plan.platform_dir}")
+        write_licenses(plan.tree.root, plan.platform_dir)
+        return BuildResult(plan.plat, plan.platform_dir, existing, mtp, rebuilt=False)
+    updated = dict(existing)
+    updated["libraries"] = _native_libraries(existing)
+    updated["api_module"] = _api_module_record(plan, mtp, updated["libraries"])
+    write_build_info(plan.platform_dir / BUILD_INFO_NAME, updated)
+    return BuildResult(plan.plat, plan.platform_dir, updated, mtp, rebuilt=True)
 
-    cmake_dir = bdir / "cmake"
-    stage = bdir / "stage"
-    logs = bdir / "logs"
+
+@dataclass(frozen=True)
+class _Configure:
+    argv: list[str]
+    options: dict[str, str]  # the -D options recorded in build-info.json
+    mingw_compat_header: bool
+    ccache: bool
+
+
+def _configure_command(plan: _Plan) -> _Configure:
+    tree, toolchain, bdir = plan.tree, plan.toolchain, plan.bdir
     options = dict(BASE_CMAKE_OPTIONS)
     options.update(toolchain.cmake_options)
     options["LLAMA_MTP_LLAMA_COMMIT"] = tree.commit
     options["LLAMA_MTP_SINGLE_NEXTN_ARCHS"] = ",".join(single_nextn_architectures(tree.root))
-
     abi_path = bdir / "abi" / ABI_SOURCE
     abi_path.parent.mkdir(parents=True, exist_ok=True)
-    abi_path.write_text(abi_source, encoding="utf-8")
-
+    abi_path.write_text(plan.abi_source, encoding="utf-8")
     defines = [f"-D{k}={v}" for k, v in sorted(options.items())]
-    defines += [f"-DLLAMA_CPP_DIR={tree.root}", f"-DCMAKE_INSTALL_PREFIX={stage}"]
+    defines += [f"-DLLAMA_CPP_DIR={tree.root}", f"-DCMAKE_INSTALL_PREFIX={bdir / 'stage'}"]
     defines.append(f"-DLLAMA_BINDGEN_ABI_SOURCE={abi_path}")
+    recorded = dict(options)
     compat = False
     if toolchain.cmake_toolchain == "generated":
-        toolchain_file, compat = _write_toolchain(tree, plat, toolchain, bdir / "toolchain")
+        toolchain_file, compat = _write_toolchain(tree, plan.plat, toolchain, bdir / "toolchain")
         defines.append(f"-DCMAKE_TOOLCHAIN_FILE={toolchain_file}")
+        recorded["CMAKE_TOOLCHAIN_FILE"] = f"{TOOLCHAIN_FILE} (generated for {plan.plat.name})"
     elif toolchain.cmake_toolchain == "android-ndk":
         defines.append(f"-DCMAKE_TOOLCHAIN_FILE={toolchain.android_toolchain_file()}")
+        recorded["CMAKE_TOOLCHAIN_FILE"] = "android.toolchain.cmake (the Android NDK's)"
     else:
         defines += [
             f"-DCMAKE_C_COMPILER={toolchain.c_compiler}",
@@ -359,92 +378,107 @@ def build_native(
             f"-DCMAKE_C_COMPILER_LAUNCHER={launcher}",
             f"-DCMAKE_CXX_COMPILER_LAUNCHER={launcher}",
         ]
-    # ccache rewrites paths under the common parent of tree and build folder to relative ones,
-    # so a build in a new folder (or a copied tree at the same depth) still hits the cache
-    env = build_environment(default_cache_dir(), [tree.root, bdir])
+    argv = ["cmake", "-S", str(wrapper_dir()), "-B", str(bdir / "cmake"), "-G", "Ninja", *defines]
+    return _Configure(argv, recorded, compat, bool(launcher))
 
-    label = f"build {plat.name}"
-    progress(f"{label}: llama.cpp {tree.tag} ({tree.commit12}) in {bdir}")
-    configure = [
-        "cmake",
-        "-S",
-        str(wrapper_dir()),
-        "-B",
-        str(cmake_dir),
-        "-G",
-        "Ninja",
-        *defines,
-    ]
-    compile_argv = ["ninja", "-C", str(cmake_dir), f"-j{jobs}"]
-    run_step(f"{label}: configure", configure, logs / "configure.log", env)
+
+def _configure_and_compile(plan: _Plan, configure: _Configure, env: dict[str, str]) -> MtpSupport:
+    """Configure and compile; when the wrapper breaks the build, rebuild without it (recorded in
+    ``configure.options``) so that it never blocks the libraries."""
+    label, logs, cmake_dir = plan.label, plan.logs, plan.bdir / "cmake"
+    compile_argv = ["ninja", "-C", str(cmake_dir), f"-j{plan.jobs}"]
+    run_step(f"{label}: configure", configure.argv, logs / "configure.log", env)
     mtp = _read_mtp_status(cmake_dir)
     progress(f"{label}: mtp: {mtp.describe()}")
     try:
         run_step(f"{label}: compile", compile_argv, logs / "build.log", env)
+        return mtp
     except BuildError as exc:
         if not mtp.supported:
             raise
-        # The wrapper must never block the libraries: retry without it. If llama.cpp itself is
-        # what fails, the retry fails too and reports that.
+        # If llama.cpp itself is what fails, the retry fails too and reports that.
         kept = logs / "build-with-mtp.log"
         shutil.copyfile(exc.log, kept)
         progress(f"{label}: the build with the MTP wrapper failed (log: {kept}); retrying without")
-        run_step(
-            f"{label}: configure without MTP",
-            [*configure, "-DLLAMA_MTP=OFF"],
-            logs / "configure-without-mtp.log",
-            env,
-        )
-        run_step(f"{label}: compile without MTP", compile_argv, logs / "build.log", env)
-        options["LLAMA_MTP"] = "OFF"
-        mtp = MtpSupport(
-            False, "the MTP wrapper failed to build against this tree (logs/build-with-mtp.log)"
-        )
-        progress(f"{label}: mtp: {mtp.describe()}")
+    run_step(
+        f"{label}: configure without MTP",
+        [*configure.argv, "-DLLAMA_MTP=OFF"],
+        logs / "configure-without-mtp.log",
+        env,
+    )
+    run_step(f"{label}: compile without MTP", compile_argv, logs / "build.log", env)
+    configure.options["LLAMA_MTP"] = "OFF"
+    mtp = MtpSupport(
+        False, "the MTP wrapper failed to build against this tree (logs/build-with-mtp.log)"
+    )
+    progress(f"{label}: mtp: {mtp.describe()}")
+    return mtp
+
+
+def _install(plan: _Plan, mtp: MtpSupport, env: dict[str, str]) -> dict[str, str]:
+    """Install into the stage, assemble the platform folder; {relative lib path: sha256}."""
+    stage, log = plan.bdir / "stage", plan.logs / "install.log"
     if stage.exists():
         shutil.rmtree(stage)
-    run_step(f"{label}: install", ["cmake", "--install", str(cmake_dir)], logs / "install.log", env)
-
-    libraries = _assemble(plat, toolchain, stage, platform_dir)
-    write_licenses(tree.root, platform_dir)
+    run_step(f"{plan.label}: install", ["cmake", "--install", str(plan.bdir / "cmake")], log, env)
+    libraries = _assemble(plan.plat, plan.toolchain, stage, plan.platform_dir)
+    write_licenses(plan.tree.root, plan.platform_dir)
     expected = ["llama", "ggml", ABI_LIBRARY] + (["llama_mtp"] if mtp.supported else [])
     for stem in expected:
-        if (
-            f"lib/{plat.library_file(stem)}" not in libraries
-            and not (platform_dir / "lib" / plat.library_file(stem)).exists()
-        ):
-            raise BuildError(
-                f"{label}: install", logs / "install.log", f"{plat.library_file(stem)} missing"
-            )
+        name = plan.plat.library_file(stem)
+        if f"lib/{name}" not in libraries and not (plan.platform_dir / "lib" / name).exists():
+            raise BuildError(f"{plan.label}: install", log, f"{name} missing")
+    return libraries
 
-    api_record = _api_module_record(
-        parsed[0], plat, toolchain, platform_dir, bdir, env, mtp, api_reason, api_sha, libraries
-    )
 
-    recorded_options = dict(options)
-    if toolchain.cmake_toolchain == "generated":
-        recorded_options["CMAKE_TOOLCHAIN_FILE"] = f"{TOOLCHAIN_FILE} (generated for {plat.name})"
-    elif toolchain.cmake_toolchain == "android-ndk":
-        recorded_options["CMAKE_TOOLCHAIN_FILE"] = "android.toolchain.cmake (the Android NDK's)"
+def _record(
+    plan: _Plan,
+    configure: _Configure,
+    mtp: MtpSupport,
+    api_record: dict[str, Any],
+    libraries: dict[str, str],
+) -> dict[str, Any]:
     info: dict[str, Any] = {
         "format": BUILD_INFO_FORMAT,
         "generator_version": __version__,
-        "platform": plat.name,
-        "tag": tree.tag,
-        "commit": tree.commit,
+        "platform": plan.plat.name,
+        "tag": plan.tree.tag,
+        "commit": plan.tree.commit,
         "compiler": {
-            "c": _compiler_description(toolchain.c_compiler),
-            "cxx": _compiler_description(toolchain.cxx_compiler),
-            "ccache": bool(launcher),
-            "mingw_compat_header": compat,
+            "c": _compiler_description(plan.toolchain.c_compiler),
+            "cxx": _compiler_description(plan.toolchain.cxx_compiler),
+            "ccache": configure.ccache,
+            "mingw_compat_header": configure.mingw_compat_header,
         },
-        "cmake_options": recorded_options,
+        "cmake_options": configure.options,
         "mtp": mtp.to_json(),
-        "wrapper_sources_sha256": sources_sha,
-        "abi_source_sha256": abi_sha,
+        "wrapper_sources_sha256": plan.sources_sha,
+        "abi_source_sha256": plan.abi_sha,
         "api_module": api_record,
         "libraries": libraries,
     }
-    write_build_info(platform_dir / BUILD_INFO_NAME, info)
-    progress(f"{label}: done: {platform_dir}")
-    return BuildResult(plat, platform_dir, info, mtp, rebuilt=True)
+    write_build_info(plan.platform_dir / BUILD_INFO_NAME, info)
+    return info
+
+
+def build_native(
+    tree_root: Path,
+    platform_name: str,
+    out: Path | None = None,
+    jobs: int = 2,
+    force: bool = False,
+) -> BuildResult:
+    """Build (or reuse) the native libraries of ``tree_root`` for ``platform_name``."""
+    plan = _plan(tree_root, platform_name, out, jobs)
+    reused = None if force else _reuse(plan)
+    if reused is not None:
+        return reused
+    progress(f"{plan.label}: llama.cpp {plan.tree.tag} ({plan.tree.commit12}) in {plan.bdir}")
+    configure = _configure_command(plan)
+    env = plan.environment()
+    mtp = _configure_and_compile(plan, configure, env)
+    libraries = _install(plan, mtp, env)
+    api_record = _api_module_record(plan, mtp, libraries)
+    info = _record(plan, configure, mtp, api_record, libraries)
+    progress(f"{plan.label}: done: {plan.platform_dir}")
+    return BuildResult(plan.plat, plan.platform_dir, info, mtp, rebuilt=True)

@@ -15,8 +15,8 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-import jinja2
 import tomlkit
 
 from generator import __version__
@@ -42,7 +42,7 @@ from generator.errors import BindgenError
 from generator.ir.interface import Interface
 from generator.parse.frontend import default_wrapper_header, parse_interface, tree_source
 from generator.parse.options import ParseOptions
-from generator.paths import default_cache_dir, templates_dir
+from generator.paths import default_cache_dir
 from generator.platforms import (
     PLATFORMS,
     CannotRunError,
@@ -53,6 +53,7 @@ from generator.platforms import (
 from generator.releases import load_document, load_releases
 from generator.sources.fetch import FetchResult, fetch_tree
 from generator.sources.licenses import llama_license
+from generator.templating import environment
 
 STAGES = ("fetch", "generate", "diff", "build", "verify", "record")
 
@@ -161,6 +162,34 @@ def _pinned_ir(repo: Path) -> Interface | None:
 def run_bump(options: BumpOptions, hooks: BumpHooks | None = None) -> BumpReport:
     hooks = hooks or BumpHooks()
     repo = options.repo.resolve()
+    report = _fetch(options, repo)
+    fetched, work = report.fetched, report.work
+
+    _stage(2, "generate", f"bindings for {fetched.tag or fetched.commit[:12]}")
+    api = parse_interface(
+        ParseOptions(tree=fetched.tree, wrapper_header=default_wrapper_header(fetched.tree)),
+        tree_source(fetched.tree),
+        progress=True,
+    )
+    package_parent = work / "generated"
+    emit_package(api, package_parent, llama_license=llama_license(fetched.tree))
+
+    diff_md, previous = _diff(repo, api, report)
+    failed = _gate(options, hooks, repo, report, api, package_parent)
+    print(summarise(report.outcomes))
+    if failed:
+        raise BumpFailed(
+            "not recorded: every gate must pass; generated/, releases.toml and CHANGELOG.md are "
+            "unchanged.\n  " + "\n  ".join(failed) + f"\n  work folder and logs: {work}"
+        )
+    _stage(6, "record", f"pinning {fetched.ref}")
+    _record(repo, fetched, api, report, diff_md, previous)
+    report.recorded = True
+    return report
+
+
+def _fetch(options: BumpOptions, repo: Path) -> BumpReport:
+    """Stage 1: the verified tree, and a fresh work folder for this commit."""
     _stage(1, "fetch", options.ref)
     fetched = fetch_tree(
         options.ref,
@@ -174,20 +203,14 @@ def run_bump(options: BumpOptions, hooks: BumpHooks | None = None) -> BumpReport
     work = (options.cache or default_cache_dir()) / "bump" / fetched.commit[:12]
     if work.exists():
         shutil.rmtree(work)
-    logs = work / "logs"
-    logs.mkdir(parents=True)
-    report = BumpReport(fetched, work=work)
+    (work / "logs").mkdir(parents=True)
+    return BumpReport(fetched, work=work)
 
-    _stage(2, "generate", f"bindings for {fetched.tag or fetched.commit[:12]}")
-    api = parse_interface(
-        ParseOptions(tree=fetched.tree, wrapper_header=default_wrapper_header(fetched.tree)),
-        tree_source(fetched.tree),
-        progress=True,
-    )
-    package_parent = work / "generated"
-    emit_package(api, package_parent, llama_license=llama_license(fetched.tree))
 
+def _diff(repo: Path, api: Interface, report: BumpReport) -> tuple[str, str]:
+    """Stage 3: the API/ABI report against the pinned bindings, and the pinned ref ("" first)."""
     _stage(3, "diff", "against the pinned bindings")
+    work = report.work
     old = _pinned_ir(repo)
     if old is None:
         diff_md = "First pin: no earlier bindings to compare with.\n"
@@ -202,15 +225,27 @@ def run_bump(options: BumpOptions, hooks: BumpHooks | None = None) -> BumpReport
         previous = old.source.tag or old.source.commit[:12]
     (work / "api-diff.md").write_text(diff_md, encoding="utf-8")
     _stage(3, "diff", f"{report.diff_summary} (report: {work / 'api-diff.md'})")
+    return diff_md, previous
 
+
+def _gate(
+    options: BumpOptions,
+    hooks: BumpHooks,
+    repo: Path,
+    report: BumpReport,
+    api: Interface,
+    package_parent: Path,
+) -> list[str]:
+    """Stages 4 and 5: build and verify each platform; returns what failed or did not run."""
     platforms, report.skipped = hooks.choose_platforms(options.platforms)
     for name, why in report.skipped.items():
         _stage(4, "build", f"{name}: skipped ({why})")
     narrower = [] if options.platforms else _left_out_of_the_pin(repo, report.skipped)
     host = host_platform_name()
+    logs = report.work / "logs"
     for name in platforms:
         _stage(4, "build", name)
-        run = PlatformRun(name, fetched.tree, api, package_parent, logs / name)
+        run = PlatformRun(name, report.fetched.tree, api, package_parent, logs / name)
         outcomes = platform_gates(
             run, host, hooks.builder, hooks.smoke, lambda text: _stage(5, "verify", text)
         )
@@ -218,7 +253,7 @@ def run_bump(options: BumpOptions, hooks: BumpHooks | None = None) -> BumpReport
             where = f" (log: {outcome.log})" if outcome.log and outcome.status != PASSED else ""
             _stage(5, "verify", f"{name}: {outcome.gate} {outcome.status}: {outcome.detail}{where}")
         report.outcomes[name] = outcomes
-    (work / "gates.json").write_text(to_json(report.outcomes), encoding="utf-8")
+    (report.work / "gates.json").write_text(to_json(report.outcomes), encoding="utf-8")
 
     failed = [
         f"{p}: {o.gate} {o.status} ({o.detail})"
@@ -234,16 +269,43 @@ def run_bump(options: BumpOptions, hooks: BumpHooks | None = None) -> BumpReport
             f"{name}: not-run ({why}); the pin before was gated on it: install what it needs, "
             "or name the platforms to gate (--platform) to record a narrower pin"
         )
-    print(summarise(report.outcomes))
-    if failed:
-        raise BumpFailed(
-            "not recorded: every gate must pass; generated/, releases.toml and CHANGELOG.md are "
-            "unchanged.\n  " + "\n  ".join(failed) + f"\n  work folder and logs: {work}"
-        )
-    _stage(6, "record", f"pinning {fetched.ref}")
-    _record(repo, fetched, api, report, diff_md, previous)
-    report.recorded = True
-    return report
+    return failed
+
+
+def _release_entry(doc: tomlkit.TOMLDocument, fetched: FetchResult) -> tuple[str, Any]:
+    """The releases.toml entry of the fetched commit (added when new) and its ref."""
+    entries = [e for e in doc.get("release", []) if e.get("commit") == fetched.commit]
+    if entries:
+        return str(entries[0]["ref"]), entries[0]
+    ref = fetched.tag or fetched.commit[:7]
+    entry = tomlkit.table()
+    for key, value in (
+        ("ref", ref), ("tag", fetched.tag), ("commit", fetched.commit),
+        ("digest", fetched.digest), ("digest_algorithm", "llama-bindgen-tree-v1"),
+        ("mtp", default_wrapper_header(fetched.tree) is not None),
+    ):  # fmt: skip
+        entry[key] = value
+    doc.setdefault("release", tomlkit.aot()).append(entry)
+    return ref, entry
+
+
+def _changelog(
+    repo: Path, fetched: FetchResult, report: BumpReport, ref: str, report_rel: str, previous: str
+) -> str:
+    """CHANGELOG.md with the new pin's entry above the newest one."""
+    changelog = repo / "CHANGELOG.md"
+    rows = [
+        {"platform": p, **{o.gate: o.status for o in results}}
+        for p, results in report.outcomes.items()
+    ]
+    entry_md = environment().get_template("bump/changelog_entry.md.j2").render(
+        ref=ref, tag=fetched.tag, commit=fetched.commit, digest=fetched.digest,
+        provider=fetched.provider, generator_version=__version__, previous=previous,
+        summary=report.diff_summary, report=report_rel, rows=rows,
+    )  # fmt: skip
+    old = changelog.read_text(encoding="utf-8") if changelog.is_file() else "# Changelog\n"
+    head, sep, rest = old.partition("\n## ")
+    return f"{head.rstrip()}\n\n{entry_md}" + (f"## {rest}" if sep else "")
 
 
 def _record(
@@ -257,31 +319,15 @@ def _record(
     """Replace generated/, releases.toml, CHANGELOG.md and the report; all or nothing."""
     from generator.release.gates import GateRecord, PlatformGates, set_gate_record
 
-    releases = repo / "releases.toml"
-    changelog = repo / "CHANGELOG.md"
-    ref = fetched.tag or fetched.commit[:7]
+    doc = load_document(repo / "releases.toml")
+    ref, entry = _release_entry(doc, fetched)
     report_rel = f"reports/api-diff-{ref}.md"
-
-    doc = load_document(releases)
-    entries = [e for e in doc.get("release", []) if e.get("commit") == fetched.commit]
-    if entries:
-        ref = str(entries[0]["ref"])
-    else:
-        entry = tomlkit.table()
-        for key, value in (
-            ("ref", ref), ("tag", fetched.tag), ("commit", fetched.commit),
-            ("digest", fetched.digest), ("digest_algorithm", "llama-bindgen-tree-v1"),
-            ("mtp", default_wrapper_header(fetched.tree) is not None),
-        ):  # fmt: skip
-            entry[key] = value
-        doc.setdefault("release", tomlkit.aot()).append(entry)
-        entries = [entry]
     # re-recording the current pin (after a toolchain change) keeps its report and changelog entry
-    same_pin = doc.get("pinned") == ref and "notes" in entries[0]
+    same_pin = doc.get("pinned") == ref and "notes" in entry
     doc["pinned"] = ref
     if not same_pin:
-        entries[0]["notes"] = report_rel
-    earlier = entries[0].get("gates", {})
+        entry["notes"] = report_rel
+    earlier = entry.get("gates", {})
     diff_summary = str(earlier.get("diff_summary", "")) if same_pin else report.diff_summary
     record = GateRecord(
         platforms={
@@ -293,37 +339,21 @@ def _record(
         diff_summary=diff_summary or report.diff_summary,
     )
     set_gate_record(doc, ref, record)
+    files = {"releases.toml": tomlkit.dumps(doc)}
+    if not same_pin:
+        files["CHANGELOG.md"] = _changelog(repo, fetched, report, ref, report_rel, previous)
+        files[report_rel] = diff_md
+    _replace(repo, files, api, llama_license(fetched.tree))
 
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(templates_dir() / "bump"),
-        undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )  # fmt: skip
-    rows = [
-        {"platform": p, **{o.gate: o.status for o in results}}
-        for p, results in report.outcomes.items()
-    ]
-    entry_md = env.get_template("changelog_entry.md.j2").render(
-        ref=ref, tag=fetched.tag, commit=fetched.commit, digest=fetched.digest,
-        provider=fetched.provider, generator_version=__version__, previous=previous,
-        summary=report.diff_summary, report=report_rel, rows=rows,
-    )  # fmt: skip
-    old_changelog = (
-        changelog.read_text(encoding="utf-8") if changelog.is_file() else "# Changelog\n"
-    )
-    head, sep, rest = old_changelog.partition("\n## ")
-    new_changelog = (
-        old_changelog
-        if same_pin
-        else f"{head.rstrip()}\n\n{entry_md}" + (f"## {rest}" if sep else "")
-    )
 
+def _replace(repo: Path, files: dict[str, str], api: Interface, license_text: bytes) -> None:
+    """Write ``files`` (relative to ``repo``) and generated/ together: on any failure every one
+    of them is put back as it was."""
     staging = Path(tempfile.mkdtemp(prefix=".bump-", dir=repo))
     backup = Path(tempfile.mkdtemp(prefix=".bump-backup-", dir=repo))
     try:
-        (staging / "releases.toml").write_text(tomlkit.dumps(doc), encoding="utf-8")
-        (staging / "CHANGELOG.md").write_text(new_changelog, encoding="utf-8")
-        (staging / "report.md").write_text(diff_md, encoding="utf-8")
+        for i, text in enumerate(files.values()):
+            (staging / str(i)).write_text(text, encoding="utf-8")
         for name in ("releases.toml", "CHANGELOG.md"):
             if (repo / name).exists():
                 shutil.copy2(repo / name, backup / name)
@@ -331,12 +361,10 @@ def _record(
         if generated.exists():
             shutil.copytree(generated, backup / PACKAGE_NAME)
         try:
-            emit_package(api, repo / "generated", llama_license=llama_license(fetched.tree))
-            (repo / "reports").mkdir(exist_ok=True)
-            if not same_pin:
-                (staging / "report.md").replace(repo / report_rel)
-            (staging / "releases.toml").replace(releases)
-            (staging / "CHANGELOG.md").replace(changelog)
+            emit_package(api, repo / "generated", llama_license=license_text)
+            for i, name in enumerate(files):
+                (repo / name).parent.mkdir(parents=True, exist_ok=True)
+                (staging / str(i)).replace(repo / name)
         except BaseException:
             _restore(repo, backup)
             raise

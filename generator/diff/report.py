@@ -7,7 +7,7 @@ from typing import Any
 
 from generator import __version__
 from generator.diff.model import ApiDiff, Change
-from generator.emit.render import environment
+from generator.templating import environment
 
 SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Functions", ("function",)),

@@ -18,10 +18,10 @@ from generator.emit.cdef import Cdef, build_cdef, cdef_identity
 from generator.emit.enums import member_names
 from generator.emit.manifest import build_manifest
 from generator.emit.pytypes import PythonTypes
-from generator.emit.render import environment
 from generator.emit.support import SupportCheck, Unsupported
 from generator.ir import Interface
 from generator.sources.licenses import LLAMA_LICENSE
+from generator.templating import environment
 from generator.verify.cross_abi import cross_abi_context
 
 PACKAGE_NAME = "llama_bindings"

@@ -17,13 +17,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import jinja2
-
 from generator import __version__
 from generator.errors import BindgenError
 from generator.ir.interface import Interface
-from generator.paths import templates_dir
 from generator.platforms import CannotRunError, Platform, execution_here, host_toolchain
+from generator.templating import environment
 
 # "LLAMABND" and "LAYOUT01" as little-endian 64-bit words: every target we build is little-endian.
 MAGIC = (
@@ -101,22 +99,12 @@ def key_text(key: tuple[str, ...]) -> str:
     return " ".join(key)
 
 
-def _env() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(templates_dir() / "probe"),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
-
-
 def render_abi_identity(interface: Interface, headers: list[str], digest: str) -> str:
     """C source of the ABI identity library: commit, tree digest and the compiled layouts."""
     values = probe_values(interface, interface.host_target)
     return (
-        _env()
-        .get_template("abi_identity.c.j2")
+        environment()
+        .get_template("probe/abi_identity.c.j2")
         .render(
             generator_version=__version__,
             tag=interface.source.tag,
@@ -133,8 +121,8 @@ def render_probe(
 ) -> tuple[str, list[ProbeValue]]:
     values = probe_values(interface, triple)
     text = (
-        _env()
-        .get_template("layout_probe.c.j2")
+        environment()
+        .get_template("probe/layout_probe.c.j2")
         .render(
             generator_version=__version__,
             tag=interface.source.tag,

@@ -8,8 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from generator import cli
-from generator.emit import render
+from generator import cli, templating
 from generator.paths import CACHE_ENV
 from tests.repo import REPO_ROOT
 
@@ -55,11 +54,11 @@ def test_chosen_command_is_the_first_word() -> None:
 def test_template_bytecode_is_cached_and_an_unwritable_cache_is_ignored(tmp_path: Path) -> None:
     env = dict(os.environ, **{CACHE_ENV: str(tmp_path / "cache")})
     render_code = (
-        "from generator.emit.render import environment\n"
+        "from generator.templating import environment\n"
         "environment().get_template('bindings/_ffi.py.j2')\n"
     )
     subprocess.run([sys.executable, "-c", render_code], cwd=REPO_ROOT, env=env, check=True)
-    assert list((tmp_path / "cache" / render.BYTECODE_FOLDER).glob("*.cache"))
+    assert list((tmp_path / "cache" / templating.BYTECODE_FOLDER).glob("*.cache"))
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
     env[CACHE_ENV] = str(blocker)

@@ -1,4 +1,4 @@
-"""jinja2 environment for everything under ``templates/``."""
+"""The one jinja2 environment for everything under ``generator/templates/``."""
 
 from __future__ import annotations
 
