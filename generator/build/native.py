@@ -156,7 +156,7 @@ def build_interface(tree: TreeInfo) -> tuple[Interface, list[str]]:
 def abi_identity_source(api: Interface, headers: list[str]) -> str:
     """C source of the ABI identity library: generated from the build's parse of its headers
     (``build_interface``), so it describes the declarations the bindings describe."""
-    from generator.verify.layout_probe import render_abi_identity
+    from generator.emit.probes import render_abi_identity
 
     return render_abi_identity(api, headers, api.source.digest)
 

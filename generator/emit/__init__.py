@@ -15,6 +15,7 @@ from typing import Any
 
 from generator import __version__, jsontext
 from generator.emit.cdef import Cdef, build_cdef, cdef_identity
+from generator.emit.cross_abi import cross_abi_context
 from generator.emit.enums import member_names
 from generator.emit.manifest import build_manifest
 from generator.emit.pytypes import PythonTypes
@@ -22,7 +23,6 @@ from generator.emit.support import SupportCheck, Unsupported
 from generator.ir import Interface
 from generator.sources.licenses import LLAMA_LICENSE
 from generator.templating import environment
-from generator.verify.cross_abi import cross_abi_context
 
 PACKAGE_NAME = "llama_bindings"
 LIB_DIR_ENV = "LLAMA_BINDGEN_LIB_DIR"

@@ -1,4 +1,4 @@
-"""The layout probe: a C program emitted from the IR and compiled by a platform's real compiler.
+"""The layout probe, compiled by a platform's real compiler (``emit.probes`` writes its source).
 
 It records ``sizeof``/``_Alignof`` of every struct and union the IR lays out, ``offsetof`` of every
 named non-bit-field member, and ``sizeof`` of every enum, in one array behind a magic marker.
@@ -17,30 +17,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from generator import __version__
+from generator.emit.probes import MAGIC, render_probe
 from generator.errors import BindgenError
 from generator.ir.interface import Interface
 from generator.platforms import CannotRunError, Platform, execution_here, host_toolchain
-from generator.templating import environment
 
-# "LLAMABND" and "LAYOUT01" as little-endian 64-bit words: every target we build is little-endian.
-MAGIC = (
-    int.from_bytes(b"LLAMABND", "little"),
-    int.from_bytes(b"LAYOUT01", "little"),
-)
 _WORD = struct.Struct("<Q")
 
 
 class ProbeError(BindgenError):
     """The probe did not compile, did not run, or its output cannot be read."""
-
-
-@dataclass(frozen=True)
-class ProbeValue:
-    # ("size"|"align", name) / ("offset", name, field) / ("enum", name); names as the IR and the
-    # ABI manifest spell them (the tag, or the typedef name of a tagless record)
-    key: tuple[str, ...]
-    expr: str
 
 
 @dataclass(frozen=True)
@@ -69,70 +55,6 @@ def probe_runner(plat: Platform) -> ProbeRunner:
     return ProbeRunner(
         plat.name, plat.layout_triple, compiler, run.prefix, f"ran {run.how}", run.env, suffix
     )
-
-
-def probe_values(interface: Interface, triple: str) -> list[ProbeValue]:
-    """What the probe measures, in a fixed order (records, then enums, each sorted by name)."""
-    values: list[ProbeValue] = []
-    for record in sorted(interface.records, key=lambda r: r.name):
-        layout = record.layouts.get(triple)
-        if record.opaque or layout is None:
-            continue
-        values.append(ProbeValue(("size", record.name), f"sizeof({record.c_name})"))
-        values.append(ProbeValue(("align", record.name), f"_Alignof({record.c_name})"))
-        for fld in layout.fields:
-            if fld.bit_width is not None:
-                continue  # offsetof cannot name a bit-field; its record's size still covers it
-            values.append(
-                ProbeValue(
-                    ("offset", record.name, fld.name), f"offsetof({record.c_name}, {fld.name})"
-                )
-            )
-    for enum in sorted(interface.enums, key=lambda e: e.name):
-        if triple in enum.sizes:
-            values.append(ProbeValue(("enum", enum.name), f"sizeof({enum.c_name})"))
-    return values
-
-
-def key_text(key: tuple[str, ...]) -> str:
-    """A probe key as one string (``offset struct llama_context_params n_rs_seq``)."""
-    return " ".join(key)
-
-
-def render_abi_identity(interface: Interface, headers: list[str], digest: str) -> str:
-    """C source of the ABI identity library: commit, tree digest and the compiled layouts."""
-    values = probe_values(interface, interface.host_target)
-    return (
-        environment()
-        .get_template("probe/abi_identity.c.j2")
-        .render(
-            generator_version=__version__,
-            tag=interface.source.tag,
-            commit=interface.source.commit,
-            digest=digest,
-            headers=headers,
-            values=[{"expr": v.expr, "key": key_text(v.key)} for v in values],
-        )
-    )
-
-
-def render_probe(
-    interface: Interface, triple: str, headers: list[str]
-) -> tuple[str, list[ProbeValue]]:
-    values = probe_values(interface, triple)
-    text = (
-        environment()
-        .get_template("probe/layout_probe.c.j2")
-        .render(
-            generator_version=__version__,
-            tag=interface.source.tag,
-            commit=interface.source.commit,
-            headers=headers,
-            values=[{"expr": v.expr, "key": key_text(v.key)} for v in values],
-            magic=[f"0x{m:016X}" for m in MAGIC],
-        )
-    )
-    return text, values
 
 
 def read_values_from_binary(blob: bytes, count: int) -> list[int]:
