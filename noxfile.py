@@ -122,6 +122,13 @@ def tests(session: nox.Session) -> None:
 
 
 @nox.session
+def goldens(session: nox.Session) -> None:
+    """Rewrite the emitter's golden expectations (tests/golden/expected/) from their headers."""
+    session.install("-e", ".")
+    session.run("python", "-m", "tests.golden", "--update", *session.posargs)
+
+
+@nox.session
 def bench(session: nox.Session) -> None:
     """Benchmarks vs the alternatives; writes bench/results/<name>.json, .md and .png:
     ``nox -s bench -- [--name N] [--repeats R] [--sections ...] [--lib-dir DIR] [--quick]``."""

@@ -147,6 +147,9 @@ class SupportCheck:
         )
 
     def record_problem(self, record: Record) -> str | None:
+        if record.layout_attributes:
+            said = " and ".join(record.layout_attributes)
+            return f"declared {said}: a cffi cdef cannot say that, so cffi would lay it out wrong"
         return _fields_problem(self, record.fields)
 
 

@@ -111,6 +111,9 @@ class Record:
     ``name`` is the tag, or for ``typedef struct { ... } name;`` the typedef name with
     ``tagless`` set. ``opaque`` records are declared but never defined in the headers: they have
     no fields and no layouts. ``layouts`` maps a target triple to the layout clang computed.
+    ``layout_attributes`` names the attributes that change the layout from the natural one,
+    on the record or any of its members (``aligned``, ``packed``), sorted: a cffi cdef cannot
+    say them.
     """
 
     kind: RecordKind
@@ -121,6 +124,7 @@ class Record:
     opaque: bool = False
     tagless: bool = False
     doc: str = ""
+    layout_attributes: tuple[str, ...] = ()
 
     @property
     def c_name(self) -> str:
@@ -131,7 +135,7 @@ class Record:
         return CType("typedef", self.name) if self.tagless else CType(self.kind, self.name)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "kind": self.kind,
             "name": self.name,
             "header": self.header,
@@ -141,6 +145,9 @@ class Record:
             "tagless": self.tagless,
             "doc": self.doc,
         }
+        if self.layout_attributes:  # absent when none: earlier ir.json files stay as they were
+            data["layout_attributes"] = list(self.layout_attributes)
+        return data
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> Record:
@@ -153,4 +160,5 @@ class Record:
             opaque=bool(data["opaque"]),
             tagless=bool(data["tagless"]),
             doc=data.get("doc", ""),
+            layout_attributes=tuple(data.get("layout_attributes", ())),
         )

@@ -30,6 +30,9 @@ from generator.parse.types import convert
 
 _RECORD_KINDS = (CursorKind.STRUCT_DECL, CursorKind.UNION_DECL)
 _SKIPPED_KINDS = frozenset((CursorKind.MACRO_INSTANTIATION, CursorKind.INCLUSION_DIRECTIVE))
+# Attributes (on a record or a member) that move members or change the size from what the
+# member types alone give. ``#pragma pack`` leaves no cursor: libclang does not show it.
+_LAYOUT_ATTRIBUTES = {CursorKind.PACKED_ATTR: "packed", CursorKind.ALIGNED_ATTR: "aligned"}
 
 
 @dataclass
@@ -72,6 +75,21 @@ def _fields(record: Cursor) -> tuple[Field, ...]:
                 Field(child.spelling, ctype, width, comments.clean(child.raw_comment), members)
             )
     return tuple(found)
+
+
+def _layout_attributes(record: Cursor) -> set[str]:
+    """``packed``/``aligned`` where the record, a member or an anonymous member declares it."""
+    found: set[str] = set()
+    for child in walk(record):
+        if child.kind in _LAYOUT_ATTRIBUTES:
+            found.add(_LAYOUT_ATTRIBUTES[child.kind])
+        elif child.kind == CursorKind.FIELD_DECL:
+            found.update(
+                _LAYOUT_ATTRIBUTES[a.kind] for a in walk(child) if a.kind in _LAYOUT_ATTRIBUTES
+            )
+        elif child.kind in _RECORD_KINDS and is_anonymous_record(child):
+            found.update(_layout_attributes(child))
+    return found
 
 
 def _flat_names(fields: tuple[Field, ...]) -> list[tuple[str, int | None]]:
@@ -191,6 +209,7 @@ class _Collector:
             fields=fields,
             tagless=_is_tagless(cursor),
             doc=comments.clean(cursor.raw_comment),
+            layout_attributes=tuple(sorted(_layout_attributes(cursor))),
         )
 
     def enum(self, cursor: Cursor, header: str) -> None:

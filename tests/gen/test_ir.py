@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from generator.ir import CType, Interface
+from generator.ir import CType, Interface, Record
 from generator.parse.frontend import DEFAULT_TARGETS
 
 
@@ -94,3 +94,12 @@ def test_wrapper_functions_belong_to_llama_mtp(api_b11312_wrapper: Interface) ->
     assert constant is not None and constant.header == "llama_mtp_fake.h"
     llama = api_b11312_wrapper.function("llama_decode")
     assert llama is not None and llama.library == "llama"
+
+
+def test_layout_attributes_round_trip_and_are_absent_by_default() -> None:
+    plain = Record("struct", "s", "h.h")
+    assert "layout_attributes" not in plain.to_json()  # earlier ir.json files stay as they were
+    packed = Record("struct", "p", "h.h", layout_attributes=("aligned", "packed"))
+    assert packed.to_json()["layout_attributes"] == ["aligned", "packed"]
+    assert Record.from_json(packed.to_json()) == packed
+    assert Record.from_json(plain.to_json()) == plain
