@@ -33,6 +33,11 @@ def templates_dir() -> Path:
     return package_dir() / "templates"
 
 
+def shipped_dir() -> Path:
+    """Hand-written modules copied into the bindings package (``runtime.py``)."""
+    return package_dir() / "shipped"
+
+
 def wrapper_dir() -> Path:
     """The MTP wrapper's sources: ``llama_mtp.h``, ``llama_mtp.cpp`` and its CMake project."""
     return package_dir() / "native_wrapper"

@@ -35,14 +35,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol, cast
 
+from ._about import LLAMA_CPP_COMMIT, MTP_API
+from ._about import LLAMA_CPP_TAG as _TAG
 from .loader import Libraries, load
 
 if TYPE_CHECKING:
     from .api import LlamaLibrary
 
-LLAMA_CPP_TAG: Final = "b11312"
-LLAMA_CPP_COMMIT: Final = "0c1e57098bba43ac29e6e3b677cdceebdd22334f"
-MTP_API: Final = True
+LLAMA_CPP_TAG: Final = _TAG or LLAMA_CPP_COMMIT[:12]
 LOGGER: Final = logging.getLogger(__name__)
 
 # llama_mtp_status values (llama_mtp.h)
@@ -269,6 +269,10 @@ class Model:
         self.llama.llama_backend_init()
         params = self.llama.llama_model_default_params()
         params.n_gpu_layers = n_gpu_layers
+        if load_mtp and not MTP_API:
+            raise LlamaUnsupportedError(
+                f"llama.cpp {LLAMA_CPP_TAG} has no MTP API: load_mtp is not available"
+            )
         if load_mtp:
             params.load_mtp = True
         handle = self.llama.llama_model_load_from_file(os.fsencode(path), params)
@@ -286,6 +290,8 @@ class Model:
     @property
     def n_nextn_layers(self) -> int:
         """Number of NextN (MTP) layers the model file has (0: no MTP head)."""
+        if not MTP_API:
+            return 0
         return int(self.llama.llama_model_n_layer_nextn(self.handle))
 
     @property
@@ -375,7 +381,7 @@ class Context:
         threads = n_threads if n_threads is not None else max(1, min(4, os.cpu_count() or 1))
         params.n_threads = threads
         params.n_threads_batch = threads
-        if self._mtp_lib is not None:
+        if MTP_API and self._mtp_lib is not None:
             # rollback snapshots for recurrent layers, and room to verify a whole draft
             params.n_rs_seq = self.speculative.draft_token_max
         ctx = self.llama.llama_init_from_model(model.handle, params)
@@ -644,9 +650,7 @@ class Context:
                 run.finish(FinishReason.CONTEXT_FULL)
                 break
             cap = min(capacity, max(1, run.remaining()))
-            status = wrapper.llama_mtp_step(
-                self._mtp, 0, sampler, id_last, n_past, out, cap, n_out
-            )
+            status = wrapper.llama_mtp_step(self._mtp, 0, sampler, id_last, n_past, out, cap, n_out)
             if status != _MTP_OK:
                 if run.cancelled():
                     break

@@ -21,6 +21,7 @@ from generator.emit.manifest import build_manifest
 from generator.emit.pytypes import PythonTypes
 from generator.emit.support import SupportCheck, Unsupported
 from generator.ir import Interface
+from generator.paths import shipped_dir
 from generator.sources.licenses import LLAMA_LICENSE
 from generator.templating import environment
 
@@ -39,6 +40,7 @@ LIBRARY_CLASSES = (
 # output file -> template
 FILES: tuple[tuple[str, str], ...] = (
     ("__init__.py", "bindings/__init__.py.j2"),
+    ("_about.py", "bindings/_about.py.j2"),
     ("abi_guard.py", "bindings/abi_guard.py.j2"),
     ("_ffi.py", "bindings/_ffi.py.j2"),
     ("abi_manifest.json", "bindings/abi_manifest.json.j2"),
@@ -52,7 +54,6 @@ FILES: tuple[tuple[str, str], ...] = (
     ("loader.py", "bindings/loader.py.j2"),
     ("py.typed", "bindings/py.typed.j2"),
     ("README.md", "bindings/README.md.j2"),
-    ("runtime.py", "bindings/runtime.py.j2"),
 )
 
 
@@ -163,10 +164,18 @@ def build_context(api: Interface) -> tuple[dict[str, Any], Cdef]:
     return context, cdef
 
 
+# Hand-written modules (generator/shipped/) copied into the package below the generated header.
+SHIPPED = ("runtime.py",)
+
+
 def render_files(api: Interface) -> tuple[dict[str, str], Cdef]:
     context, cdef = build_context(api)
     env = environment()
     rendered = {name: env.get_template(template).render(context) for name, template in FILES}
+    shipped = env.get_template("bindings/shipped.py.j2")
+    for name in SHIPPED:
+        source = (shipped_dir() / name).read_text(encoding="utf-8")
+        rendered[name] = shipped.render(context, source=source.rstrip("\n"))
     return rendered, cdef
 
 

@@ -73,6 +73,22 @@ def test_header_names_version_tag_and_commit(package: Path, api_b11312_wrapper: 
         assert api_b11312_wrapper.source.tag in head, name
 
 
+def test_shipped_modules_are_copied_byte_for_byte_below_the_header(
+    package: Path, api_b11312_wrapper: Interface
+) -> None:
+    """What mypy and the tests check in generated/ is the source in generator/shipped/."""
+    from generator import __version__
+    from generator.emit import SHIPPED
+    from generator.paths import shipped_dir
+
+    for name in SHIPPED:
+        emitted = (package / name).read_text(encoding="utf-8").splitlines(keepends=True)
+        assert __version__ in emitted[0] and api_b11312_wrapper.source.commit in emitted[1], name
+        source = (shipped_dir() / name).read_text(encoding="utf-8")
+        assert "".join(emitted[2:]) == source, name
+        assert "{{" not in source and "{%" not in source, f"{name} is not a template"
+
+
 def _run_python(code: str, cwd: Path) -> str:
     result = subprocess.run(
         [sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, check=False

@@ -1,4 +1,3 @@
-{% with comment = "#" %}{% include "bindings/_header.j2" %}{% endwith %}
 """A small typed runtime over these bindings: load a model, create a context, generate.
 
 ::
@@ -34,14 +33,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol, cast
 
+from ._about import LLAMA_CPP_COMMIT, MTP_API
+from ._about import LLAMA_CPP_TAG as _TAG
 from .loader import Libraries, load
 
 if TYPE_CHECKING:
     from .api import LlamaLibrary
 
-LLAMA_CPP_TAG: Final = "{{ tag or commit[:12] }}"
-LLAMA_CPP_COMMIT: Final = "{{ commit }}"
-MTP_API: Final = {{ "True" if runtime_mtp else "False" }}
+LLAMA_CPP_TAG: Final = _TAG or LLAMA_CPP_COMMIT[:12]
 LOGGER: Final = logging.getLogger(__name__)
 
 # llama_mtp_status values (llama_mtp.h)
@@ -268,14 +267,12 @@ class Model:
         self.llama.llama_backend_init()
         params = self.llama.llama_model_default_params()
         params.n_gpu_layers = n_gpu_layers
-        if load_mtp:
-{% if runtime_mtp %}
-            params.load_mtp = True
-{% else %}
+        if load_mtp and not MTP_API:
             raise LlamaUnsupportedError(
                 f"llama.cpp {LLAMA_CPP_TAG} has no MTP API: load_mtp is not available"
             )
-{% endif %}
+        if load_mtp:
+            params.load_mtp = True
         handle = self.llama.llama_model_load_from_file(os.fsencode(path), params)
         if handle == self.ffi.NULL:
             raise LlamaRuntimeError(f"llama.cpp could not load the model {os.fspath(path)!r}")
@@ -291,11 +288,9 @@ class Model:
     @property
     def n_nextn_layers(self) -> int:
         """Number of NextN (MTP) layers the model file has (0: no MTP head)."""
-{% if runtime_mtp %}
+        if not MTP_API:
+            return 0
         return int(self.llama.llama_model_n_layer_nextn(self.handle))
-{% else %}
-        return 0
-{% endif %}
 
     @property
     def n_vocab(self) -> int:
@@ -384,11 +379,9 @@ class Context:
         threads = n_threads if n_threads is not None else max(1, min(4, os.cpu_count() or 1))
         params.n_threads = threads
         params.n_threads_batch = threads
-{% if runtime_mtp %}
-        if self._mtp_lib is not None:
+        if MTP_API and self._mtp_lib is not None:
             # rollback snapshots for recurrent layers, and room to verify a whole draft
             params.n_rs_seq = self.speculative.draft_token_max
-{% endif %}
         ctx = self.llama.llama_init_from_model(model.handle, params)
         if ctx == self.ffi.NULL:
             raise LlamaRuntimeError("llama.cpp could not create the context")
@@ -655,9 +648,7 @@ class Context:
                 run.finish(FinishReason.CONTEXT_FULL)
                 break
             cap = min(capacity, max(1, run.remaining()))
-            status = wrapper.llama_mtp_step(
-                self._mtp, 0, sampler, id_last, n_past, out, cap, n_out
-            )
+            status = wrapper.llama_mtp_step(self._mtp, 0, sampler, id_last, n_past, out, cap, n_out)
             if status != _MTP_OK:
                 if run.cancelled():
                     break
