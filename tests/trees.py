@@ -16,6 +16,6 @@ from generator.sources.fetch import fetch_tree
 
 def llama_tree(ref: str) -> Path:
     try:
-        return fetch_tree(ref, github_base=None).tree
+        return fetch_tree(ref, github_base=None).root
     except BindgenError as exc:
         pytest.fail(f"no llama.cpp tree for {ref}: run `llama-bindgen fetch {ref}` first ({exc})")

@@ -42,7 +42,6 @@ from generator.build.cmake_driver import (
     run_step,
 )
 from generator.build.nextn_archs import single_nextn_architectures
-from generator.build.tree import TreeInfo, read_tree
 from generator.emit import API_MODULE
 from generator.errors import UsageError
 from generator.hashing import file_sha256
@@ -57,6 +56,7 @@ from generator.platforms import (
     runtime_library_path,
 )
 from generator.sources.licenses import llama_license, write_licenses
+from generator.sources.tree import Tree
 from generator.templating import environment
 
 ABI_LIBRARY = "llama_bindgen_abi"
@@ -83,11 +83,11 @@ class BuildResult:
         return self.platform_dir / "include"
 
 
-def default_out_dir(tree: TreeInfo) -> Path:
+def default_out_dir(tree: Tree) -> Path:
     return default_cache_dir() / "native" / tree.commit12
 
 
-def build_dir_for(tree: TreeInfo, plat: Platform) -> Path:
+def build_dir_for(tree: Tree, plat: Platform) -> Path:
     """One build folder per platform, commit, tree location and wrapper source folder: two copies
     of one commit (say a patched copy in a test), or two checkouts of this project building one
     tree, must not share a CMake cache (CMake refuses a cache made from another source folder)."""
@@ -113,7 +113,7 @@ def _needs_mingw_compat(plat: Platform, toolchain: Toolchain) -> bool:
 
 
 def _write_toolchain(
-    tree: TreeInfo, plat: Platform, toolchain: Toolchain, folder: Path
+    tree: Tree, plat: Platform, toolchain: Toolchain, folder: Path
 ) -> tuple[Path, bool]:
     folder.mkdir(parents=True, exist_ok=True)
     compat = _needs_mingw_compat(plat, toolchain)
@@ -121,7 +121,7 @@ def _write_toolchain(
         "platform": plat,
         "toolchain": toolchain,
         "generator_version": __version__,
-        "tag": tree.tag,
+        "tag": tree.name,
         "commit": tree.commit,
     }
     if compat:
@@ -135,22 +135,24 @@ def _write_toolchain(
     return folder / TOOLCHAIN_FILE, compat
 
 
-def build_interface(tree: TreeInfo) -> tuple[Interface, list[str]]:
+def build_interface(tree: Tree) -> tuple[Interface, list[str]]:
     """The host parse of ``tree`` as the bindings see it (with the wrapper header when the tree
     has the MTP API), and the headers it covers."""
-    from generator.parse.frontend import ClangParseError, parse_interface, tree_source
-    from generator.parse.options import ParseOptions
+    from generator.parse.frontend import ClangParseError, parse_tree
     from generator.platforms import HOST_TARGET
 
-    wrapper = wrapper_dir() / "llama_mtp.h"
-    source = tree_source(tree.root)
-    if tree.mtp_api_missing_reason is None and wrapper.is_file():
+    if tree.wrapper_header is not None:
         try:
-            api = parse_interface(ParseOptions(tree.root, wrapper, (HOST_TARGET,)), source)
-            return api, ["llama.h", "llama_mtp.h"]
+            return parse_tree(tree, (HOST_TARGET,)), ["llama.h", "llama_mtp.h"]
         except ClangParseError as exc:
             progress(f"abi: llama_mtp.h does not parse against this tree; leaving it out ({exc})")
-    return parse_interface(ParseOptions(tree.root, None, (HOST_TARGET,)), source), ["llama.h"]
+    return parse_tree(tree, (HOST_TARGET,), with_wrapper=False), ["llama.h"]
+
+
+def host_interface(api: Interface) -> tuple[Interface, list[str]]:
+    """``build_interface``'s answer from a parse already made (a bump's, for every target)."""
+    headers = ["llama.h", "llama_mtp.h"] if api.has_library("llama_mtp") else ["llama.h"]
+    return api.for_targets((api.host_target,)), headers
 
 
 def abi_identity_source(api: Interface, headers: list[str]) -> str:
@@ -251,7 +253,7 @@ def _assemble(
 class _Plan:
     """Everything a build of one tree for one platform is decided by, before anything runs."""
 
-    tree: TreeInfo
+    tree: Tree
     plat: Platform
     toolchain: Toolchain
     platform_dir: Path
@@ -278,10 +280,16 @@ class _Plan:
         return build_environment(default_cache_dir(), [self.tree.root, self.bdir])
 
 
-def _plan(tree_root: Path, platform_name: str, out: Path | None, jobs: int) -> _Plan:
+def _plan(
+    tree_or_root: Tree | Path,
+    platform_name: str,
+    out: Path | None,
+    jobs: int,
+    interface: Interface | None,
+) -> _Plan:
     if jobs < 1:
         raise UsageError(f"--jobs must be at least 1, got {jobs}")
-    tree = read_tree(tree_root)
+    tree = tree_or_root if isinstance(tree_or_root, Tree) else Tree.read(tree_or_root)
     llama_license(tree.root)  # shipped with the build: refuse a tree without one before building
     plat = get_platform(platform_name)
     toolchain = host_toolchain(plat)
@@ -290,7 +298,7 @@ def _plan(tree_root: Path, platform_name: str, out: Path | None, jobs: int) -> _
         packages = f" (Debian packages: {' '.join(toolchain.apt_packages)})" if (
             toolchain.apt_packages) else ""  # fmt: skip
         raise UsageError(f"{plat.name}: missing tools {', '.join(missing)}{packages}")
-    api, headers = build_interface(tree)
+    api, headers = build_interface(tree) if interface is None else host_interface(interface)
     abi_source = abi_identity_source(api, headers)
     api_reason = api_module.why_not_built(plat, toolchain)
     return _Plan(
@@ -442,7 +450,7 @@ def _record(
         "format": BUILD_INFO_FORMAT,
         "generator_version": __version__,
         "platform": plan.plat.name,
-        "tag": plan.tree.tag,
+        "tag": plan.tree.name,
         "commit": plan.tree.commit,
         "compiler": {
             "c": _compiler_description(plan.toolchain.c_compiler),
@@ -462,18 +470,21 @@ def _record(
 
 
 def build_native(
-    tree_root: Path,
+    tree: Tree | Path,
     platform_name: str,
     out: Path | None = None,
     jobs: int = 2,
     force: bool = False,
+    interface: Interface | None = None,
 ) -> BuildResult:
-    """Build (or reuse) the native libraries of ``tree_root`` for ``platform_name``."""
-    plan = _plan(tree_root, platform_name, out, jobs)
+    """Build (or reuse) the native libraries of ``tree`` (a Tree, or a fetched tree's folder)
+    for ``platform_name``. ``interface``: the tree's parse when the caller has one (a bump
+    parses once), instead of parsing the headers again."""
+    plan = _plan(tree, platform_name, out, jobs, interface)
     reused = None if force else _reuse(plan)
     if reused is not None:
         return reused
-    progress(f"{plan.label}: llama.cpp {plan.tree.tag} ({plan.tree.commit12}) in {plan.bdir}")
+    progress(f"{plan.label}: llama.cpp {plan.tree.name} ({plan.tree.commit12}) in {plan.bdir}")
     configure = _configure_command(plan)
     env = plan.environment()
     mtp = _configure_and_compile(plan, configure, env)

@@ -19,6 +19,7 @@ from pathlib import Path
 from generator.build.native import BuildResult, build_native
 from generator.errors import BindgenError
 from generator.ir.interface import Interface
+from generator.sources.tree import Tree
 from generator.verify.layout_check import cffi_values, compare, ir_values
 from generator.verify.layout_probe import ProbeError, probe_runner, run_probe
 from generator.verify.symbols_gate import check_symbols
@@ -42,7 +43,7 @@ class PlatformRun:
     """What the verify stage hands each gate."""
 
     platform: str
-    tree: Path
+    tree: Tree
     api: Interface
     package_parent: Path  # folder holding the freshly generated llama_bindings/
     logs: Path
@@ -60,10 +61,14 @@ def _write(log: Path, text: str) -> Path:
 
 
 def build_gate(
-    run: PlatformRun, builder: Builder = build_native
+    run: PlatformRun, builder: Builder | None = None
 ) -> tuple[GateOutcome, BuildResult | None]:
+    """The build (by default build_native, given the bump's parse so it does not parse again)."""
     try:
-        result = builder(run.tree, run.platform)
+        if builder is None:
+            result = build_native(run.tree, run.platform, interface=run.api)
+        else:
+            result = builder(run.tree.root, run.platform)
     except BindgenError as exc:
         log = getattr(exc, "log", None)
         return GateOutcome("build", FAILED, str(exc), log if isinstance(log, Path) else None), None
@@ -164,7 +169,7 @@ def platform_gates(
 ) -> list[GateOutcome]:
     """Every gate of one platform, in order: build, then symbols, layout and smoke on what it
     built (each ``not-run`` when the build failed)."""
-    built, result = build_gate(run, builder) if builder else build_gate(run)
+    built, result = build_gate(run, builder)
     if result is None:
         return [built, *(GateOutcome(g, NOT_RUN, "build failed") for g in GATES[1:])]
     if progress is not None:

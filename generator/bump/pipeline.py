@@ -40,8 +40,7 @@ from generator.diff.report import render_json, render_markdown
 from generator.emit import PACKAGE_NAME, emit_package
 from generator.errors import BindgenError
 from generator.ir.interface import Interface
-from generator.parse.frontend import default_wrapper_header, parse_interface, tree_source
-from generator.parse.options import ParseOptions
+from generator.parse.frontend import parse_tree
 from generator.paths import default_cache_dir
 from generator.platforms import (
     PLATFORMS,
@@ -166,13 +165,9 @@ def run_bump(options: BumpOptions, hooks: BumpHooks | None = None) -> BumpReport
     fetched, work = report.fetched, report.work
 
     _stage(2, "generate", f"bindings for {fetched.tag or fetched.commit[:12]}")
-    api = parse_interface(
-        ParseOptions(tree=fetched.tree, wrapper_header=default_wrapper_header(fetched.tree)),
-        tree_source(fetched.tree),
-        progress=True,
-    )
+    api = parse_tree(fetched, progress=True)  # the one parse of this bump: the builds take it
     package_parent = work / "generated"
-    emit_package(api, package_parent, llama_license=llama_license(fetched.tree))
+    emit_package(api, package_parent, llama_license=llama_license(fetched.root))
 
     diff_md, previous = _diff(repo, api, report)
     failed = _gate(options, hooks, repo, report, api, package_parent)
@@ -245,7 +240,7 @@ def _gate(
     logs = report.work / "logs"
     for name in platforms:
         _stage(4, "build", name)
-        run = PlatformRun(name, report.fetched.tree, api, package_parent, logs / name)
+        run = PlatformRun(name, report.fetched, api, package_parent, logs / name)
         outcomes = platform_gates(
             run, host, hooks.builder, hooks.smoke, lambda text: _stage(5, "verify", text)
         )
@@ -282,7 +277,7 @@ def _release_entry(doc: tomlkit.TOMLDocument, fetched: FetchResult) -> tuple[str
     for key, value in (
         ("ref", ref), ("tag", fetched.tag), ("commit", fetched.commit),
         ("digest", fetched.digest), ("digest_algorithm", "llama-bindgen-tree-v1"),
-        ("mtp", default_wrapper_header(fetched.tree) is not None),
+        ("mtp", fetched.has_mtp_api),
     ):  # fmt: skip
         entry[key] = value
     doc.setdefault("release", tomlkit.aot()).append(entry)
@@ -343,7 +338,7 @@ def _record(
     if not same_pin:
         files["CHANGELOG.md"] = _changelog(repo, fetched, report, ref, report_rel, previous)
         files[report_rel] = diff_md
-    _replace(repo, files, api, llama_license(fetched.tree))
+    _replace(repo, files, api, llama_license(fetched.root))
 
 
 def _replace(repo: Path, files: dict[str, str], api: Interface, license_text: bytes) -> None:

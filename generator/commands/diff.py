@@ -85,9 +85,7 @@ def load_side(spec: str, targets: tuple[str, ...]) -> tuple[Interface, str]:
         raise UsageError(f"{spec}: no such file or folder")
     from generator.sources.fetch import fetch_tree  # only refs need the source layer
 
-    fetched: Any = fetch_tree(spec)
-    tree = Path(getattr(fetched, "tree", fetched))
-    api = _parse_tree(tree, targets)
+    api = _parse_tree(fetch_tree(spec).root, targets)
     return api, spec
 
 

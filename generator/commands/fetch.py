@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"commit {result.commit}")
     print(f"digest {result.digest}")
     print(f"provider {result.provider}{' (cache)' if result.from_cache else ''}")
-    print(result.tree)
+    print(result.root)
     return 0
 
 

@@ -87,7 +87,6 @@ def outcomes_record(platform: str, backend: str, outcomes: list[Any]) -> dict[st
 
 def run(args: argparse.Namespace) -> int:
     from generator.build.native import build_native
-    from generator.build.tree import read_tree
     from generator.bump.gates import (
         FAILED,
         GATES,
@@ -97,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
         platform_gates,
         summarise,
     )
+    from generator.sources.tree import Tree
 
     plat = get_platform(args.platform)
     if args.backend not in plat.backends:
@@ -107,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             f"the {args.backend} backend is not built yet (built: {', '.join(BUILT_BACKENDS)})"
         )
-    tree = read_tree(args.tree)
+    tree = Tree.read(args.tree)
     bindings_parent: Path = (
         args.bindings or checkout_generated("gates without --bindings")
     ).resolve()
@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
     cannot_build = f"cannot be built here: {why}" if why else ""
     with tempfile.TemporaryDirectory(prefix="llama-bindgen-gates-") as tmp:
         logs = (args.logs or Path(tmp)).resolve() / plat.name
-        run_ = PlatformRun(plat.name, tree.root, api, bindings_parent, logs)
+        run_ = PlatformRun(plat.name, tree, api, bindings_parent, logs)
         if cannot_build:
             outcomes = [GateOutcome(g, NOT_RUN, cannot_build) for g in GATES]
         else:

@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     if args.lib_dir is None and tree is None:
         from generator.sources.fetch import fetch_tree
 
-        tree = fetch_tree(commit, github_base=None).tree
+        tree = fetch_tree(commit, github_base=None).root
     reports = []
     with tempfile.TemporaryDirectory(prefix="llama-bindgen-smoke-") as tmp:
         for platform in platforms:

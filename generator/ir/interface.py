@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +98,31 @@ class Interface:
     def constant(self, name: str) -> Constant | None:
         found: Constant | None = self._index.get(f"constant:{name}")
         return found
+
+    def has_library(self, library: str) -> bool:
+        """Whether any function belongs to ``library`` (``llama_mtp``: the wrapper header)."""
+        return any(f.library == library for f in self.functions)
+
+    def for_targets(self, targets: tuple[str, ...]) -> Interface:
+        """The same declarations with layouts and enum sizes for ``targets`` only: what a parse
+        for those targets alone gives (the declarations come from the host parse either way)."""
+        keep = set(targets)
+        if self.host_target not in keep or not keep <= set(self.targets):
+            raise ValueError(
+                f"{targets} must include {self.host_target} and be among {self.targets}"
+            )
+        return replace(
+            self,
+            targets=tuple(t for t in self.targets if t in keep),
+            records=tuple(
+                replace(r, layouts={t: v for t, v in r.layouts.items() if t in keep})
+                for r in self.records
+            ),
+            enums=tuple(
+                replace(e, sizes={t: v for t, v in e.sizes.items() if t in keep})
+                for e in self.enums
+            ),
+        )
 
     # -- JSON ----------------------------------------------------------------------------
 

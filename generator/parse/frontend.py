@@ -19,6 +19,7 @@ from generator.parse.options import ENTRY_NAME, ParseOptions
 from generator.parse.types import UnsupportedType
 from generator.paths import wrapper_dir
 from generator.platforms import DEFAULT_TARGETS, HOST_TARGET
+from generator.sources.tree import WRAPPER_HEADER, Tree, mtp_api_missing_reason
 from generator.sources.tree_metadata import TREE_METADATA, load_tree_metadata
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "ParseOptions",
     "default_wrapper_header",
     "parse_interface",
+    "parse_tree",
     "tree_source",
 ]
 
@@ -113,16 +115,27 @@ def parse_interface(options: ParseOptions, source: Source, progress: bool = Fals
 
 def default_wrapper_header(tree: Path | None = None) -> Path | None:
     """The tool's MTP wrapper header, when it exists and (given ``tree``) the tree has the
-    MTP API the wrapper needs: the same rule the native build uses, so the bindings and the
-    built ABI identity library describe the same declarations."""
-    candidate = wrapper_dir() / "llama_mtp.h"
+    MTP API the wrapper needs (``sources.tree``'s rule, the one the native build uses, so the
+    bindings and the built ABI identity library describe the same declarations)."""
+    candidate = wrapper_dir() / WRAPPER_HEADER
     if not candidate.is_file():
         return None
-    if tree is not None:
-        llama_h = (tree / "include" / "llama.h").read_text(encoding="utf-8", errors="replace")
-        if "LLAMA_CONTEXT_TYPE_MTP" not in llama_h:
-            return None
+    if tree is not None and mtp_api_missing_reason(tree) is not None:
+        return None
     return candidate
+
+
+def parse_tree(
+    tree: Tree,
+    targets: tuple[str, ...] = DEFAULT_TARGETS,
+    *,
+    with_wrapper: bool = True,
+    progress: bool = False,
+) -> Interface:
+    """A fetched tree's interface: llama.h, and the wrapper header when the tree has the MTP
+    API (unless ``with_wrapper`` is false), for ``targets``."""
+    header = tree.wrapper_header if with_wrapper else None
+    return parse_interface(ParseOptions(tree.root, header, targets), tree.source, progress)
 
 
 def tree_source(

@@ -32,17 +32,14 @@ from generator.sources.providers import (
     Provider,
     SdistProvider,
 )
+from generator.sources.tree import Tree
 from generator.sources.tree_metadata import TREE_METADATA, load_tree_metadata
 
 
 @dataclass(frozen=True)
-class FetchResult:
-    tree: Path
-    ref: str
-    tag: str
-    commit: str
-    digest: str
-    provider: str
+class FetchResult(Tree):
+    """The fetched tree, and how the fetch went."""
+
     from_cache: bool
     pinned: bool
 

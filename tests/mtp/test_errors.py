@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from generator.build.native import BuildResult
-from generator.build.tree import read_tree
 from generator.emit import emit_package
 from generator.parse.frontend import ParseOptions, parse_interface, tree_source
 from generator.sources.licenses import llama_license
+from generator.sources.tree import Tree
 from tests.mtp.conftest import build_or_fail, mtp_spec
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]
@@ -65,7 +65,7 @@ def test_pre_mtp_release_63d93d1(
     build = build_or_fail(tree_63d93d1, "linux-x86_64")
     assert not build.mtp.supported
     # as `llama-bindgen build` does: the wrapper header only for trees with the MTP API
-    assert read_tree(tree_63d93d1).mtp_api_missing_reason is not None
+    assert Tree.read(tree_63d93d1).mtp_api_missing_reason is not None
     options = ParseOptions(tree_63d93d1, wrapper_header=None)
     api = parse_interface(options, tree_source(tree_63d93d1))
     package = emit_package(api, tmp_path, llama_license=llama_license(tree_63d93d1))

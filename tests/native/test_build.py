@@ -12,12 +12,12 @@ import pytest
 from generator.build.build_info import wrapper_sources_sha256
 from generator.build.cmake_driver import BuildError
 from generator.build.native import build_dir_for, build_native
-from generator.build.tree import read_tree
 from generator.commands import build as build_command
 from generator.errors import SourceError
 from generator.hashing import file_sha256
 from generator.paths import default_cache_dir
 from generator.platforms import get_platform
+from generator.sources.tree import Tree
 from tests.conftest import BuildFactory
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]
@@ -146,10 +146,10 @@ def test_wrapper_build_failure_does_not_block_the_libraries(tmp_path: Path) -> N
         assert result.info["cmake_options"]["LLAMA_MTP"] == "OFF"
         assert (result.lib_dir / "libllama.so").is_file()
         assert not (result.lib_dir / "libllama_mtp.so").exists()
-        kept = build_dir_for(read_tree(tree), result.platform) / "logs" / "build-with-mtp.log"
+        kept = build_dir_for(Tree.read(tree), result.platform) / "logs" / "build-with-mtp.log"
         assert "llama_mtp.cpp" in kept.read_text()
     finally:
-        shutil.rmtree(build_dir_for(read_tree(tree), result.platform), ignore_errors=True)
+        shutil.rmtree(build_dir_for(Tree.read(tree), result.platform), ignore_errors=True)
 
 
 def test_a_tree_without_a_licence_is_refused_before_building(tmp_path: Path) -> None:
@@ -158,5 +158,34 @@ def test_a_tree_without_a_licence_is_refused_before_building(tmp_path: Path) -> 
     (tree / "LICENSE").unlink()
     with pytest.raises(SourceError, match="no LICENSE"):
         build_native(tree, "linux-x86_64", out=tmp_path / "out")
-    assert not build_dir_for(read_tree(tree), get_platform("linux-x86_64")).exists()
+    assert not build_dir_for(Tree.read(tree), get_platform("linux-x86_64")).exists()
     assert not (tmp_path / "out").exists()
+
+
+def test_a_bump_parse_gives_the_build_what_its_own_parse_gives(tree_b11312: Path) -> None:
+    """The one parse of a bump (every target) stands in for the build's own (host only)."""
+    from generator.build.native import build_interface, host_interface
+    from generator.parse.frontend import parse_tree
+
+    tree = Tree.read(tree_b11312)
+    own, own_headers = build_interface(tree)
+    given, headers = host_interface(parse_tree(tree))
+    assert headers == own_headers == ["llama.h", "llama_mtp.h"]
+    assert given.dumps() == own.dumps()
+
+
+def test_a_build_given_the_parse_does_not_parse_again(
+    native_build: BuildFactory, tree_b11312: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from generator.build import native
+    from generator.parse.frontend import parse_tree
+
+    first = native_build(tree_b11312, "linux-x86_64")
+    api = parse_tree(Tree.read(tree_b11312))
+
+    def no_parse(tree: Tree) -> None:
+        raise AssertionError("build_native parsed the headers again")
+
+    monkeypatch.setattr(native, "build_interface", no_parse)
+    again = build_native(Tree.read(tree_b11312), "linux-x86_64", interface=api)
+    assert not again.rebuilt and again.info == first.info

@@ -43,10 +43,10 @@ def test_real_http_path_and_cache_hit(tmp_path: Path, fake_release: Release) -> 
     with serve(routes) as url:
         first = fetch_tree("b1", cache, github_base=url, releases=[fake_release])
         assert not first.from_cache and first.provider.startswith("GitHub archive")
-        assert (first.tree / "include/llama.h").read_bytes() == FAKE_FILES["include/llama.h"]
-        assert read_tree_metadata(first.tree)["digest"] == fake_release.digest
+        assert (first.root / "include/llama.h").read_bytes() == FAKE_FILES["include/llama.h"]
+        assert read_tree_metadata(first.root)["digest"] == fake_release.digest
         second = fetch_tree("1234567", cache, github_base=url, releases=[fake_release])
-    assert second.from_cache and second.tree == first.tree
+    assert second.from_cache and second.root == first.root
     assert routes.requests == [f"{REPO}/{COMMIT}.tar.gz"], (
         "the cache hit must not touch the network"
     )
@@ -169,7 +169,7 @@ def test_unpinned_tag_takes_commit_from_archive(tmp_path: Path) -> None:
         result = fetch_tree("b2", tmp_path / "cache", github_base=url, releases=[])
     assert result.commit == COMMIT and not result.pinned
     assert result.digest == tree_digest(tmp_path / "cache" / "trees" / COMMIT)
-    assert (result.tree / TREE_METADATA).is_file()
+    assert (result.root / TREE_METADATA).is_file()
 
 
 def test_cli_exit_code_two_when_every_provider_fails(tmp_path: Path) -> None:

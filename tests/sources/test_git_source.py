@@ -45,9 +45,9 @@ def test_tag_at_head_takes_the_clones_commit(clone: Path, tmp_path: Path) -> Non
     head = _git(clone, "rev-parse", "HEAD")
     result = fetch_tree("b8", tmp_path / "c", source=clone, github_base=None, releases=[])
     assert result.commit == head
-    meta = json.loads((result.tree / TREE_METADATA).read_text())
+    meta = json.loads((result.root / TREE_METADATA).read_text())
     assert meta["commit"] == head and "dirty" not in meta
-    assert not (result.tree / ".git").exists()
+    assert not (result.root / ".git").exists()
 
 
 def test_full_commit_matching_head_is_taken(clone: Path, tmp_path: Path) -> None:
@@ -88,9 +88,9 @@ def test_a_dirty_clone_is_refused_unless_asked(clone: Path, tmp_path: Path) -> N
     result = fetch_tree(
         "b8", tmp_path / "c", source=clone, github_base=None, releases=[], allow_dirty=True
     )
-    meta = json.loads((result.tree / TREE_METADATA).read_text())
+    meta = json.loads((result.root / TREE_METADATA).read_text())
     assert "include/llama.h" in meta["dirty"] and "new.c" in meta["dirty"]
-    assert (result.tree / "include" / "llama.h").read_text() == "/* changed */\n"
+    assert (result.root / "include" / "llama.h").read_text() == "/* changed */\n"
 
 
 def test_a_plain_folder_inside_another_repository_is_not_a_clone(
