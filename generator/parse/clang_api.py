@@ -14,6 +14,7 @@ from clang.cindex import (  # re-exported for generator.parse
     CursorKind,
     Diagnostic,
     Index,
+    SourceLocation,
     StorageClass,
     TranslationUnit,
     TranslationUnitLoadError,
@@ -33,6 +34,7 @@ __all__ = [
     "TranslationUnit",
     "Type",
     "TypeKind",
+    "cursor_at",
     "diagnostics",
     "is_anonymous_record",
     "is_macro_function_like",
@@ -119,6 +121,17 @@ def location_file(cursor: Cursor) -> str | None:
         return None
     name: str = file.name
     return name
+
+
+def cursor_at(tu: TranslationUnit, file_name: str, line: int, column: int) -> Cursor | None:
+    """The cursor at a position of one of the translation unit's files (None: no such file)."""
+    file = tu.get_file(file_name)
+    if file is None:
+        return None
+    found: Cursor | None = Cursor.from_location(
+        tu, SourceLocation.from_position(tu, file, line, column)
+    )
+    return found
 
 
 def walk(cursor: Cursor) -> Iterator[Cursor]:

@@ -20,6 +20,7 @@ from generator.parse.clang_api import (
     TranslationUnit,
     Type,
     TypeKind,
+    cursor_at,
     is_anonymous_record,
     is_macro_function_like,
     location_file,
@@ -266,16 +267,64 @@ def collect(tu: TranslationUnit, options: ParseOptions) -> Declarations:
     return collector.finish()
 
 
+# Where a definition is: clang's file name, line, column (the same in every target's parse).
+Location = tuple[str, int, int]
+
+
 @dataclass
 class TargetLayouts:
     records: dict[str, RecordLayout] = field(default_factory=dict)
     enum_sizes: dict[str, int] = field(default_factory=dict)
+    # "record:NAME" / "enum:NAME" -> where the measured definition is, for the next target
+    locations: dict[str, Location] = field(default_factory=dict)
+
+
+def _location(cursor: Cursor) -> Location | None:
+    file = location_file(cursor)
+    return None if file is None else (file, cursor.location.line, cursor.location.column)
 
 
 def collect_layouts(
+    tu: TranslationUnit,
+    records: dict[str, Record],
+    enum_names: set[str],
+    locations: dict[str, Location] | None = None,
+) -> TargetLayouts:
+    """Sizes, alignments and offsets of the host's records and enums on this parse's target.
+    ``locations`` (another target's ``TargetLayouts.locations``) lets it go straight to each
+    definition instead of walking the whole translation unit; where one is not found there
+    (a definition another target's preprocessing leaves out), it walks."""
+    if locations:
+        found = _layouts_at(tu, records, enum_names, locations)
+        if found is not None:
+            return found
+    return _layouts_by_walking(tu, records, enum_names)
+
+
+def _layouts_at(
+    tu: TranslationUnit,
+    records: dict[str, Record],
+    enum_names: set[str],
+    locations: dict[str, Location],
+) -> TargetLayouts | None:
+    found = TargetLayouts(locations=locations)
+    for key, where in locations.items():
+        kind, name = key.split(":", 1)
+        cursor = cursor_at(tu, *where)
+        if cursor is None or cursor.spelling != name or not cursor.is_definition():
+            return None
+        if kind == "record" and cursor.kind in _RECORD_KINDS:
+            found.records[name] = record_layout(cursor, records[name].fields)
+        elif kind == "enum" and cursor.kind == CursorKind.ENUM_DECL:
+            found.enum_sizes[name] = int(cursor.type.get_size())
+        else:
+            return None
+    return found  # what the other target measured, found at the same places in this one
+
+
+def _layouts_by_walking(
     tu: TranslationUnit, records: dict[str, Record], enum_names: set[str]
 ) -> TargetLayouts:
-    """Sizes, alignments and offsets of the host's records and enums on this parse's target."""
     found = TargetLayouts()
 
     def visit(cursor: Cursor) -> None:
@@ -287,9 +336,17 @@ def collect_layouts(
                 record = records.get(child.spelling)
                 if record is not None and not record.opaque and child.spelling not in found.records:
                     found.records[child.spelling] = record_layout(child, record.fields)
+                    _remember(found, f"record:{child.spelling}", child)
             elif kind == CursorKind.ENUM_DECL and child.is_definition():
                 if child.spelling in enum_names and child.spelling not in found.enum_sizes:
                     found.enum_sizes[child.spelling] = int(child.type.get_size())
+                    _remember(found, f"enum:{child.spelling}", child)
 
     visit(tu.cursor)
     return found
+
+
+def _remember(found: TargetLayouts, key: str, cursor: Cursor) -> None:
+    where = _location(cursor)
+    if where is not None:
+        found.locations[key] = where

@@ -46,7 +46,9 @@ class ClangParseError(BindgenError):
 
 
 def _parse_target(options: ParseOptions, target: str) -> TranslationUnit:
-    tu = parse(ENTRY_NAME, options.entry_text(), options.clang_args(target))
+    # only the host parse reads macros (the detailed record); the others give layouts
+    detailed = target == HOST_TARGET
+    tu = parse(ENTRY_NAME, options.entry_text(), options.clang_args(target), detailed=detailed)
     errors = [str(d) for d in diagnostics(tu) if d.is_error]
     if errors:
         raise ClangParseError(target, errors)
@@ -70,11 +72,18 @@ def parse_interface(options: ParseOptions, source: Source, progress: bool = Fals
 
     record_layouts: dict[str, dict[str, RecordLayout]] = {name: {} for name in found.records}
     enum_sizes: dict[str, dict[str, int]] = {name: {} for name in found.enums}
+    enum_names = set(found.enums)
+    host_layouts = declarations.collect_layouts(host_tu, found.records, enum_names)
     for target in targets:
         if progress:
             print(f"parse: {target} (layouts)", file=sys.stderr)
-        tu = host_tu if target == HOST_TARGET else _parse_target(options, target)
-        layouts = declarations.collect_layouts(tu, found.records, set(found.enums))
+        if target == HOST_TARGET:
+            layouts = host_layouts
+        else:
+            tu = _parse_target(options, target)
+            layouts = declarations.collect_layouts(
+                tu, found.records, enum_names, host_layouts.locations
+            )
         for name, layout in layouts.records.items():
             record_layouts[name][target] = layout
         for name, size in layouts.enum_sizes.items():
