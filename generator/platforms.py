@@ -529,17 +529,12 @@ def zig_toolchain(toolchain: Toolchain) -> Toolchain:
     import importlib.metadata
     import shlex
 
-    import jinja2
-
-    from generator.paths import default_cache_dir, templates_dir
+    from generator.paths import default_cache_dir
+    from generator.templating import environment
 
     if importlib.util.find_spec("ziglang") is None:
         return toolchain
-    template = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(templates_dir() / "native")),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-    ).get_template("zig-wrapper.sh.j2")
+    template = environment().get_template("native/zig-wrapper.sh.j2")
     folder = default_cache_dir() / "zig" / toolchain.zig_target
     folder.mkdir(parents=True, exist_ok=True)
     paths: dict[str, str] = {}

@@ -12,7 +12,8 @@ from tests.repo import REPO_ROOT
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("__init__", "errors"),
     ("paths", "jsontext", "hashing", "symbols"),
-    ("platforms", "releases", "templating", "testmodel"),
+    ("templating",),
+    ("platforms", "releases", "testmodel"),
     ("ir",),
     ("sources",),
     ("parse",),
