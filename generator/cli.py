@@ -25,8 +25,10 @@ COMMAND_MODULES: tuple[str, ...] = (
     "generator.commands.fetch",
     "generator.commands.gates",
     "generator.commands.generate",
+    "generator.commands.latest",
     "generator.commands.make_test_model",
     "generator.commands.matrix",
+    "generator.commands.propose",
     "generator.commands.release",
     "generator.commands.smoke",
 )

@@ -12,12 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from generator.errors import UsageError
+from generator.github_api import DEFAULT_API_URL, TOKEN_ENV
 from generator.paths import checkout_generated, default_cache_dir, releases_path
 from generator.release.assemble import ReleaseInputs, assemble_release, release_tag
 from generator.release.checksums import check_sums
 from generator.release.errors import PublishError
 from generator.release.gates import parse_gate_record
-from generator.release.github import DEFAULT_API_URL, TOKEN_ENV, GitHubReleases, token_from_env
+from generator.release.github import GitHubReleases, token_from_env
 from generator.release.notes import NOTES_NAME
 from generator.releases import load_releases, resolve_ref
 

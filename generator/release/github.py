@@ -19,8 +19,6 @@ written (error messages carry method, path and HTTP status only).
 
 from __future__ import annotations
 
-import os
-import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,18 +29,18 @@ from urllib.parse import urlsplit
 import requests
 
 from generator.errors import UsageError
+from generator.github_api import (
+    DEFAULT_API_URL,
+    TOKEN_ENV,
+    GitHubApi,
+    check_repo,
+    optional_token,
+)
 from generator.release.errors import PublishError
-from generator.sources.download import make_session
 
-TOKEN_ENV = "GITHUB_TOKEN"
-DEFAULT_API_URL = "https://api.github.com"
-API_VERSION = "2022-11-28"
-CONNECT_TIMEOUT_S = 10.0
-READ_TIMEOUT_S = 60.0
 UPLOAD_READ_TIMEOUT_S = 600.0
 LIST_PAGE_SIZE = 100
 LIST_PAGES_MAX = 10  # drafts sit at the top of the list; 1,000 releases is far enough
-_REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 
 
 @dataclass(frozen=True)
@@ -53,14 +51,16 @@ class PublishedRelease:
 
 
 def token_from_env() -> str:
-    token = os.environ.get(TOKEN_ENV, "").strip()
+    token = optional_token()
     if not token:
         raise UsageError(f"publishing needs a token in ${TOKEN_ENV}")
     return token
 
 
-class GitHubReleases:
+class GitHubReleases(GitHubApi):
     """A small client for the endpoints above."""
+
+    error = PublishError
 
     def __init__(
         self,
@@ -70,51 +70,9 @@ class GitHubReleases:
         session: requests.Session | None = None,
         progress: Callable[[str], None] | None = None,
     ) -> None:
-        if not _REPO.match(repo):
-            raise UsageError(f"--repo {repo!r} is not OWNER/NAME")
-        self.repo = repo
-        self.api_url = api_url.rstrip("/")
-        self._session = session or make_session()
-        self._session.headers.update(
-            {
-                "Authorization": f"Bearer {token}",
-                "Accept": "application/vnd.github+json",
-                "X-GitHub-Api-Version": API_VERSION,
-            }
-        )
+        self.repo = check_repo(repo)
+        super().__init__(token, api_url, session)
         self._progress = progress or (lambda text: print(text, file=sys.stderr, flush=True))
-
-    # -- one request -------------------------------------------------------------------------
-    def _request(
-        self,
-        method: str,
-        url: str,
-        expect: tuple[int, ...],
-        read_timeout: float = READ_TIMEOUT_S,
-        **kwargs: Any,
-    ) -> requests.Response:
-        shown = f"{method} {urlsplit(url).path}"
-        try:
-            resp = self._session.request(
-                method, url, timeout=(CONNECT_TIMEOUT_S, read_timeout), **kwargs
-            )
-        except requests.RequestException as exc:
-            raise PublishError(f"{shown}: {type(exc).__name__}") from None
-        if resp.status_code not in expect:
-            raise PublishError(f"{shown}: HTTP {resp.status_code}")
-        return resp
-
-    def _decode(self, resp: requests.Response, what: str) -> Any:
-        try:
-            return resp.json()
-        except ValueError:
-            raise PublishError(f"{what}: the answer is not JSON") from None
-
-    def _json(self, resp: requests.Response, what: str) -> dict[str, Any]:
-        data = self._decode(resp, what)
-        if not isinstance(data, dict):
-            raise PublishError(f"{what}: the answer is not a JSON object")
-        return data
 
     # -- the steps ---------------------------------------------------------------------------
     def _releases_url(self) -> str:

@@ -11,6 +11,9 @@ from generator.release.ci_matrix import PUBLISH_RUNNER, PYTHON_VERSION, ci_jobs
 from generator.release.render import render
 
 WORKFLOW_PATH = Path(".github/workflows/release.yml")
+TRACK_WORKFLOW_NAME = "track-upstream.yml"  # emitted beside the release workflow
+TRACK_CRON = "17 5 * * *"  # daily, off the hour
+TRACK_TIMEOUT_MINUTES = 180
 TESTS_HOST = "linux-x86_64"  # the platform of PUBLISH_RUNNER, where the test suite runs
 
 
@@ -26,4 +29,17 @@ def render_workflow() -> str:
         publish_runner=PUBLISH_RUNNER,
         python_version=PYTHON_VERSION,
         test_packages=apt_packages_for(TESTS_HOST),
+    )
+
+
+def render_track_workflow() -> str:
+    """The scheduled workflow that turns a new upstream tag into a pull request (or an issue)."""
+    return render(
+        "ci/track.yml.j2",
+        generator_version=__version__,
+        cron=TRACK_CRON,
+        runner=PUBLISH_RUNNER,
+        timeout_minutes=TRACK_TIMEOUT_MINUTES,
+        python_version=PYTHON_VERSION,
+        packages=apt_packages_for(TESTS_HOST),
     )

@@ -14,11 +14,10 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests.loopback import serve_handler
+from tests.loopback import JsonHandler, serve_handler
 
 
 @dataclass
@@ -54,21 +53,7 @@ def serve(state: FakeGitHub) -> Iterator[str]:
     base = f"/repos/{state.repo}/releases"
     upload = f"/uploads/repos/{state.repo}/releases"
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def _send(self, status: int, payload: Any = None) -> None:
-            body = b"" if payload is None else json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def _body(self) -> bytes:
-            length = int(self.headers.get("Content-Length", "0"))
-            return self.rfile.read(length) if length else b""
-
+    class Handler(JsonHandler):
         def _authorised(self) -> bool:
             if self.headers.get("Authorization") != f"Bearer {state.token}":
                 state.bad_auth += 1
@@ -166,9 +151,6 @@ def serve(state: FakeGitHub) -> Iterator[str]:
 
         def do_DELETE(self) -> None:
             self._handle("DELETE")
-
-        def log_message(self, format: str, *args: object) -> None:
-            return
 
     with serve_handler(Handler) as url:
         yield url

@@ -158,3 +158,49 @@ def test_job_helpers_run_without_site_packages(tmp_path: Path) -> None:
         # ci_job records a failed build and says so in its exit status; checksums passes
         assert proc.returncode == (1 if "ci_job" in argv[0] else 0), proc.stderr
     assert (tmp_path / "gates.json").is_file()
+
+
+def _track_path() -> Path:
+    from generator.release.workflow import TRACK_WORKFLOW_NAME
+
+    return default_workflow_path().parent / TRACK_WORKFLOW_NAME
+
+
+def test_committed_track_workflow_is_emitted_output() -> None:
+    from generator.release.workflow import render_track_workflow
+
+    path = _track_path()
+    assert path.is_file(), "run `llama-bindgen matrix` and commit the tracking workflow"
+    assert path.read_text(encoding="utf-8") == render_track_workflow(), "run `llama-bindgen matrix`"
+
+
+def test_check_reports_a_stale_track_workflow(tmp_path: Path) -> None:
+    from generator.release.workflow import TRACK_WORKFLOW_NAME, render_track_workflow
+
+    release = tmp_path / "release.yml"
+    assert main(["matrix", "--output", str(release)]) == 0
+    track = tmp_path / TRACK_WORKFLOW_NAME
+    assert track.read_text() == render_track_workflow()
+    track.write_text(render_track_workflow().replace("cron:", "cron:  "))
+    assert main(["matrix", "--check", "--output", str(release)]) == 1
+    track.unlink()
+    assert main(["matrix", "--check", "--output", str(release)]) == 1
+
+
+def test_committed_track_workflow_passes_actionlint() -> None:
+    proc = actionlint(_track_path())
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "0 finding(s)" in proc.stdout
+
+
+def test_track_workflow_pushes_only_its_tag_branch() -> None:
+    import re
+
+    text = _track_path().read_text(encoding="utf-8")
+    pushes = re.findall(r"git push[^\n]*", text)
+    assert pushes == ['git push --force origin "$branch"']
+    assert 'branch="track/$TAG"' in text and '[ "$branch" != "$BASE" ]' in text
+    # a bump that did not pass every gate never reaches the push
+    push_step = text.split("- name: Push the bump")[1].split("- name:")[0]
+    assert "steps.bump.outcome == 'success'" in push_step
+    assert "schedule:" in text and "llama-bindgen latest --json" in text
