@@ -12,8 +12,9 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from generator.build.native import BuildResult, build_native
@@ -36,6 +37,7 @@ class GateOutcome:
     status: str
     detail: str = ""
     log: Path | None = None
+    seconds: float = 0.0  # how long the gate took (0 for one that did not run)
 
 
 @dataclass(frozen=True)
@@ -169,13 +171,26 @@ def platform_gates(
 ) -> list[GateOutcome]:
     """Every gate of one platform, in order: build, then symbols, layout and smoke on what it
     built (each ``not-run`` when the build failed)."""
+    start = time.perf_counter()
     built, result = build_gate(run, builder)
+    built = replace(built, seconds=time.perf_counter() - start)
     if result is None:
         return [built, *(GateOutcome(g, NOT_RUN, "build failed") for g in GATES[1:])]
     if progress is not None:
         progress(f"{run.platform}: symbols, layout, smoke")
     verified = PlatformRun(run.platform, run.tree, run.api, run.package_parent, run.logs, result)
-    return [built, symbols_gate(verified), layout_gate(verified, host_platform), smoke(verified)]
+    checks: list[Callable[[], GateOutcome]] = [
+        lambda: symbols_gate(verified),
+        lambda: layout_gate(verified, host_platform),
+        lambda: smoke(verified),
+    ]
+    return [built, *(_timed(check) for check in checks)]
+
+
+def _timed(gate: Callable[[], GateOutcome]) -> GateOutcome:
+    start = time.perf_counter()
+    outcome = gate()
+    return replace(outcome, seconds=time.perf_counter() - start)
 
 
 def summarise(outcomes: dict[str, list[GateOutcome]]) -> str:
@@ -195,7 +210,8 @@ def to_json(outcomes: dict[str, list[GateOutcome]]) -> str:
     return json.dumps(
         {
             p: [{"gate": o.gate, "status": o.status, "detail": o.detail,
-                 "log": str(o.log) if o.log else ""} for o in results]
+                 "log": str(o.log) if o.log else "", "seconds": round(o.seconds, 3)}
+                for o in results]
             for p, results in outcomes.items()
         },
         indent=2,
