@@ -30,8 +30,21 @@ from generator.errors import BindgenError, UsageError
 HOST_TARGET = "x86_64-linux-gnu"
 
 BACKENDS: tuple[str, ...] = ("cpu", "cuda", "vulkan", "metal")
-# What `llama-bindgen build` builds today (the GPU backends are planned, not built).
-BUILT_BACKENDS: tuple[str, ...] = ("cpu",)
+# What `llama-bindgen build` builds: the CPU backend for every platform, and these GPU backends
+# for these platforms (CUDA and Metal are configured for their CI runners, not built here yet).
+GPU_BACKEND_BUILDS: Mapping[str, tuple[str, ...]] = MappingProxyType({"vulkan": ("linux-x86_64",)})
+# Debian packages a GPU backend's build (and its smoke on a software device) needs on its host.
+GPU_BACKEND_APT: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        "vulkan": (
+            "glslang-tools", "glslc", "libvulkan-dev", "mesa-vulkan-drivers", "spirv-headers",
+        ),
+    }
+)  # fmt: skip
+BUILT_BACKENDS: tuple[str, ...] = ("cpu", *GPU_BACKEND_BUILDS)
+# Backends whose four gates run (the CI matrix has a job for each of these only): a GPU build's
+# smoke must run on its device, which is not wired yet.
+GATED_BACKENDS: tuple[str, ...] = ("cpu",)
 
 # Debian's wine 8 launcher for 64-bit programs (the `wine` wrapper needs i386 multiarch).
 WINE_LAUNCHERS: tuple[str, ...] = ("/usr/lib/wine/wine64", "wine64", "wine")
@@ -566,7 +579,11 @@ def execution_here(plat: Platform) -> Execution:
 def apt_packages_for(host: str) -> tuple[str, ...]:
     """Debian/Ubuntu packages that let a ``host`` machine build every platform it can build and
     run every platform it can emulate (what the test suite needs)."""
-    return tuple(sorted({p for plat in _PLATFORMS for p in plat.apt_packages(host)}))
+    found = {p for plat in _PLATFORMS for p in plat.apt_packages(host)}
+    for backend, platforms in GPU_BACKEND_BUILDS.items():
+        if host in platforms:  # built on its own machine
+            found.update(GPU_BACKEND_APT[backend])
+    return tuple(sorted(found))
 
 
 def runtime_library_path(toolchain: Toolchain, name: str) -> Path | None:

@@ -48,11 +48,13 @@ def run_step(
     """Run ``argv`` writing all its output to ``log``; report Ninja's [N/M] steps as progress.
 
     Progress lines go out at most every 5% of the steps (and the last one), so a 2-core build
-    prints about twenty lines.
+    prints about twenty lines. A nested build's own [N/M] (ggml-vulkan builds its shader
+    generator as a sub-project) is not the build's progress: only the largest M counts.
     """
     log.parent.mkdir(parents=True, exist_ok=True)
     progress(f"{label} (log: {log})")
     last_pct = -5
+    largest_total = 0
     with log.open("w", encoding="utf-8") as fh:
         fh.write("$ " + " ".join(argv) + "\n")
         fh.flush()
@@ -74,6 +76,10 @@ def run_step(
             m = _NINJA_STEP.match(line)
             if m:
                 done, total = int(m.group(1)), int(m.group(2))
+                if total < largest_total:
+                    continue
+                if total > largest_total:
+                    largest_total, last_pct = total, -5
                 pct = 100 * done // max(total, 1)
                 if pct >= last_pct + 5 or done == total:
                     last_pct = pct

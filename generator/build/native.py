@@ -49,6 +49,7 @@ from generator.ir import Interface
 from generator.paths import default_cache_dir, wrapper_dir
 from generator.platforms import (
     BASE_CMAKE_OPTIONS,
+    GPU_BACKEND_BUILDS,
     Platform,
     Toolchain,
     get_platform,
@@ -83,17 +84,45 @@ class BuildResult:
         return self.platform_dir / "include"
 
 
+def check_backend_buildable(plat: Platform, backend: str) -> None:
+    """Refuse a backend the platform does not have, or that this tool does not build for it."""
+    if backend not in plat.backends:
+        have = ", ".join(plat.backends)
+        raise UsageError(f"{plat.name} has no {backend} backend (it has: {have})")
+    if backend != "cpu" and plat.name not in GPU_BACKEND_BUILDS.get(backend, ()):
+        built = "; ".join(f"{b}: {', '.join(p)}" for b, p in sorted(GPU_BACKEND_BUILDS.items()))
+        raise UsageError(
+            f"{plat.name}/{backend} is not built by llama-bindgen yet (GPU builds: {built})"
+        )
+
+
+def backend_cmake_options(backend: str) -> dict[str, str]:
+    """The CMake options of a backend's build (the CPU backend is always built)."""
+    if backend == "vulkan":
+        from generator.build.vulkan import vulkan_include_dir
+
+        return {"GGML_VULKAN": "ON", "Vulkan_INCLUDE_DIR": str(vulkan_include_dir())}
+    return {}
+
+
 def default_out_dir(tree: Tree) -> Path:
     return default_cache_dir() / "native" / tree.commit12
 
 
-def build_dir_for(tree: Tree, plat: Platform) -> Path:
-    """One build folder per platform, commit, tree location and wrapper source folder: two copies
-    of one commit (say a patched copy in a test), or two checkouts of this project building one
-    tree, must not share a CMake cache (CMake refuses a cache made from another source folder)."""
+def platform_key(plat: Platform, backend: str = "cpu") -> str:
+    """``linux-x86_64`` for the CPU build, ``linux-x86_64-vulkan`` for another backend's (the
+    platform folder, the gate record's key and the release archive's name use it)."""
+    return plat.name if backend == "cpu" else f"{plat.name}-{backend}"
+
+
+def build_dir_for(tree: Tree, plat: Platform, backend: str = "cpu") -> Path:
+    """One build folder per platform, backend, commit, tree location and wrapper source folder:
+    two copies of one commit (say a patched copy in a test), or two checkouts of this project
+    building one tree, must not share a CMake cache (CMake refuses a cache made from another
+    source folder)."""
     sources = f"{tree.root}\0{wrapper_dir()}"
     where = hashlib.sha256(sources.encode()).hexdigest()[:8]
-    return default_cache_dir() / "build" / f"{plat.name}-{tree.commit12}-{where}"
+    return default_cache_dir() / "build" / f"{platform_key(plat, backend)}-{tree.commit12}-{where}"
 
 
 def _render(template: str, dest: Path, **context: Any) -> None:
@@ -265,10 +294,11 @@ class _Plan:
     abi_sha: str
     api_reason: str | None
     api_sha: str
+    backend: str = "cpu"
 
     @property
     def label(self) -> str:
-        return f"build {self.plat.name}"
+        return f"build {platform_key(self.plat, self.backend)}"
 
     @property
     def logs(self) -> Path:
@@ -286,9 +316,11 @@ def _plan(
     out: Path | None,
     jobs: int,
     interface: Interface | None,
+    backend: str = "cpu",
 ) -> _Plan:
     if jobs < 1:
         raise UsageError(f"--jobs must be at least 1, got {jobs}")
+    check_backend_buildable(get_platform(platform_name), backend)
     tree = tree_or_root if isinstance(tree_or_root, Tree) else Tree.read(tree_or_root)
     llama_license(tree.root)  # shipped with the build: refuse a tree without one before building
     plat = get_platform(platform_name)
@@ -306,8 +338,9 @@ def _plan(
         plat=plat,
         toolchain=toolchain,
         # absolute: the gates run programs from other folders against these libraries
-        platform_dir=(out if out is not None else default_out_dir(tree)).resolve() / plat.name,
-        bdir=build_dir_for(tree, plat),
+        platform_dir=(out if out is not None else default_out_dir(tree)).resolve()
+        / platform_key(plat, backend),
+        bdir=build_dir_for(tree, plat, backend),
         jobs=jobs,
         api=api,
         abi_source=abi_source,
@@ -315,6 +348,7 @@ def _plan(
         abi_sha=hashlib.sha256(abi_source.encode()).hexdigest(),
         api_reason=api_reason,
         api_sha=api_module.source_sha256(api) if api_reason is None else api_reason,
+        backend=backend,
     )
 
 
@@ -326,6 +360,7 @@ def _reuse(plan: _Plan) -> BuildResult | None:
         existing is None
         or existing.get("format") != BUILD_INFO_FORMAT
         or existing.get("platform") != plan.plat.name
+        or existing.get("backend", "cpu") != plan.backend
         or existing.get("commit") != plan.tree.commit
         or existing.get("wrapper_sources_sha256") != plan.sources_sha
         or existing.get("abi_source_sha256") != plan.abi_sha
@@ -360,6 +395,7 @@ def _configure_command(plan: _Plan) -> _Configure:
     options.update(toolchain.cmake_options)
     options["LLAMA_MTP_LLAMA_COMMIT"] = tree.commit
     options["LLAMA_MTP_SINGLE_NEXTN_ARCHS"] = ",".join(single_nextn_architectures(tree.root))
+    options.update(backend_cmake_options(plan.backend))
     abi_path = bdir / "abi" / ABI_SOURCE
     abi_path.parent.mkdir(parents=True, exist_ok=True)
     abi_path.write_text(plan.abi_source, encoding="utf-8")
@@ -450,6 +486,7 @@ def _record(
         "format": BUILD_INFO_FORMAT,
         "generator_version": __version__,
         "platform": plan.plat.name,
+        "backend": plan.backend,
         "tag": plan.tree.name,
         "commit": plan.tree.commit,
         "compiler": {
@@ -476,11 +513,12 @@ def build_native(
     jobs: int = 2,
     force: bool = False,
     interface: Interface | None = None,
+    backend: str = "cpu",
 ) -> BuildResult:
     """Build (or reuse) the native libraries of ``tree`` (a Tree, or a fetched tree's folder)
     for ``platform_name``. ``interface``: the tree's parse when the caller has one (a bump
     parses once), instead of parsing the headers again."""
-    plan = _plan(tree, platform_name, out, jobs, interface)
+    plan = _plan(tree, platform_name, out, jobs, interface, backend)
     reused = None if force else _reuse(plan)
     if reused is not None:
         return reused

@@ -28,7 +28,7 @@ def register(subparsers: Any) -> None:
         "--backend",
         default="cpu",
         choices=list(BUILT_BACKENDS),
-        help="compute backend; only cpu is built so far (GPU backends: see the README)",
+        help="compute backend: cpu, or vulkan for linux-x86_64 (CUDA, Metal: see the README)",
     )
     parser.add_argument("--jobs", "-j", type=int, default=2, help="parallel compile jobs (2)")
     parser.add_argument("--force", action="store_true", help="rebuild even when up to date")
@@ -36,8 +36,16 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    result = build_native(args.tree, args.platform, out=args.out, jobs=args.jobs, force=args.force)
+    result = build_native(
+        args.tree,
+        args.platform,
+        out=args.out,
+        jobs=args.jobs,
+        force=args.force,
+        backend=args.backend,
+    )
     print(f"platform: {result.platform.name}")
+    print(f"backend: {result.info.get('backend', 'cpu')}")
     print(f"llama.cpp: {result.info['tag']} ({result.info['commit']})")
     print(f"mtp: {result.mtp.describe()}")
     for rel in sorted(result.info["libraries"]):

@@ -21,6 +21,7 @@ from generator.errors import GateFailedError, GateNotRunError, UsageError
 from generator.paths import checkout_generated
 from generator.platforms import (
     BUILT_BACKENDS,
+    GATED_BACKENDS,
     PLATFORMS,
     get_platform,
     host_platform_name,
@@ -103,9 +104,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             f"{plat.name} has no {args.backend} backend (it has: {', '.join(plat.backends)})"
         )
-    if args.backend not in BUILT_BACKENDS:
+    if args.backend not in GATED_BACKENDS:
         raise UsageError(
-            f"the {args.backend} backend is not built yet (built: {', '.join(BUILT_BACKENDS)})"
+            f"the {args.backend} backend's gates do not run yet (gated: "
+            f"{', '.join(GATED_BACKENDS)}; `build --backend` builds {', '.join(BUILT_BACKENDS)})"
         )
     tree = Tree.read(args.tree)
     bindings_parent: Path = (

@@ -1,0 +1,82 @@
+"""Backends: which builds are refused, how a GPU build is kept apart, Vulkan's headers."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from generator.build import vulkan
+from generator.build.cmake_driver import run_step
+from generator.build.native import build_dir_for, build_native, platform_key
+from generator.errors import UsageError
+from generator.platforms import get_platform
+from generator.sources.tree import Tree
+
+
+@pytest.mark.parametrize(
+    ("platform", "backend", "said"),
+    [
+        ("linux-x86_64", "metal", "has no metal backend"),
+        ("windows-x86_64", "vulkan", "not built by llama-bindgen yet"),
+        ("linux-x86_64", "cuda", "not built by llama-bindgen yet"),
+    ],
+)
+def test_a_backend_that_is_not_built_is_refused_before_anything_runs(
+    platform: str, backend: str, said: str, tmp_path: Path
+) -> None:
+    with pytest.raises(UsageError, match=said):
+        build_native(tmp_path / "no-tree", platform, backend=backend)
+
+
+def test_a_gpu_build_has_its_own_folders(tmp_path: Path) -> None:
+    plat = get_platform("linux-x86_64")
+    tree = Tree(tmp_path, "b1", "b1", "a" * 40, "", "")
+    assert platform_key(plat) == "linux-x86_64"
+    assert platform_key(plat, "vulkan") == "linux-x86_64-vulkan"
+    assert build_dir_for(tree, plat, "vulkan") != build_dir_for(tree, plat)
+
+
+def test_nested_ninja_steps_are_not_the_build_s_progress(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = ["[1/40] a", "[1/2] sub", "[2/2] sub", "[20/40] b", "[40/40] c"]
+    code = "import sys\nfor line in sys.argv[1:]: print(line)"
+    run_step("build x", [sys.executable, "-c", code, *lines], tmp_path / "log", {})
+    said = [ln for ln in capsys.readouterr().err.splitlines() if ": step " in ln]
+    assert said == ["build x: step 1/40", "build x: step 20/40", "build x: step 40/40"]
+
+
+HOST_SOURCES = """Types: deb
+# a comment
+URIs: http://mirror.invalid/debian
+Suites: bookworm bookworm-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb
+URIs: http://mirror.invalid/debian-security
+Suites: bookworm-security
+Components: main
+"""
+
+
+def test_the_headers_come_from_the_host_s_own_mirror_with_the_suite_renamed() -> None:
+    text = vulkan.suite_sources(HOST_SOURCES)
+    assert text == (
+        "Types: deb\nURIs: http://mirror.invalid/debian\nSuites: trixie\nComponents: main\n"
+        "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n"
+    )
+
+
+def test_sources_without_the_host_suite_are_refused() -> None:
+    with pytest.raises(vulkan.VulkanSetupError, match="no bookworm entry"):
+        vulkan.suite_sources("Types: deb\nURIs: http://mirror.invalid/x\nSuites: sid\n")
+
+
+def test_header_version_is_read_from_vulkan_core(tmp_path: Path) -> None:
+    (tmp_path / "vulkan").mkdir()
+    (tmp_path / "vulkan" / "vulkan_core.h").write_text("#define VK_HEADER_VERSION 239\n")
+    assert vulkan.header_version(tmp_path) == 239
+    assert vulkan.header_version(tmp_path / "none") is None

@@ -1,0 +1,65 @@
+"""The linux-x86_64 Vulkan build: built here against newer Vulkan headers, kept apart from the
+CPU build, and its backend finds Mesa's lavapipe (a Vulkan device that runs on the CPU)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from generator.build.native import BuildResult, build_native
+from generator.build.vulkan import MIN_HEADER_VERSION, header_version
+from tests.repo import REPO_ROOT
+
+pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]
+
+LAVAPIPE_ICD = "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json"
+
+
+@pytest.fixture(scope="module")
+def vulkan_build(tree_b11312: Path) -> BuildResult:
+    return build_native(tree_b11312, "linux-x86_64", backend="vulkan")
+
+
+def test_the_vulkan_build_is_its_own_platform_folder(vulkan_build: BuildResult) -> None:
+    assert vulkan_build.platform_dir.name == "linux-x86_64-vulkan"
+    info = json.loads((vulkan_build.platform_dir / "build-info.json").read_text())
+    assert info["backend"] == "vulkan" and info["platform"] == "linux-x86_64"
+    assert info["cmake_options"]["GGML_VULKAN"] == "ON"
+    include = Path(info["cmake_options"]["Vulkan_INCLUDE_DIR"])
+    assert (header_version(include) or 0) >= MIN_HEADER_VERSION
+    assert "lib/libggml-vulkan.so" in {k.split(".so")[0] + ".so" for k in info["libraries"]}
+    assert vulkan_build.mtp.supported
+
+
+def test_the_vulkan_backend_finds_lavapipe(vulkan_build: BuildResult) -> None:
+    """Through the generated bindings: ggml lists a Vulkan device named after llvmpipe."""
+    code = (
+        "import sys; from llama_bindings import load\n"
+        "libs = load(sys.argv[1])\n"
+        "g = libs.ggml; ffi = libs.ffi\n"
+        "g.ggml_backend_load_all_from_path(sys.argv[1].encode())\n"
+        "for i in range(g.ggml_backend_dev_count()):\n"
+        "    d = g.ggml_backend_dev_get(i)\n"
+        "    print(ffi.string(g.ggml_backend_dev_name(d)).decode(), '|',\n"
+        "          ffi.string(g.ggml_backend_dev_description(d)).decode())\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO_ROOT / "generated"),
+        "VK_ICD_FILENAMES": LAVAPIPE_ICD,  # only Mesa's software device
+        "GGML_VK_VISIBLE_DEVICES": "0",  # ggml skips CPU-type Vulkan devices unless named
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(vulkan_build.lib_dir)],
+        capture_output=True, text=True, env=env, timeout=300, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    devices = dict(line.split(" | ", 1) for line in proc.stdout.splitlines() if " | " in line)
+    vulkan = {name: what for name, what in devices.items() if name.startswith("Vulkan")}
+    assert vulkan, f"no Vulkan device among {devices}"
+    assert any("llvmpipe" in what for what in vulkan.values()), vulkan
