@@ -11,7 +11,7 @@ from typing import Any
 from generator.emit import PACKAGE_NAME
 from generator.errors import GateFailedError, GateNotRunError, UsageError
 from generator.paths import checkout_generated
-from generator.platforms import PLATFORMS
+from generator.platforms import BUILT_BACKENDS, PLATFORMS
 
 
 def register(subparsers: Any) -> None:
@@ -40,6 +40,13 @@ def register(subparsers: Any) -> None:
         type=Path,
         default=None,
         help="llama.cpp tree to build (default: fetch the bindings' commit)",
+    )
+    parser.add_argument(
+        "--backend",
+        default="cpu",
+        choices=list(BUILT_BACKENDS),
+        help="compute backend to smoke-test (vulkan: every layer on the Vulkan device; here "
+        "Mesa's lavapipe unless VK_ICD_FILENAMES names another driver)",
     )
     parser.add_argument(
         "--lib-dir",
@@ -106,10 +113,11 @@ def run(args: argparse.Namespace) -> int:
                 lib_dir: Path = args.lib_dir.resolve()
             else:
                 assert tree is not None
-                lib_dir = build_native(tree, platform).lib_dir
+                lib_dir = build_native(tree, platform, backend=args.backend).lib_dir
             report = run_smoke(
                 platform, lib_dir, bindings_parent, Path(tmp) / platform,
                 model=args.model, max_tokens=args.max_tokens, draft_token_max=args.draft_max,
+                backend=args.backend,
             )  # fmt: skip
             print(report.table())
             reports.append(report)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -156,12 +157,17 @@ def _models(work: Path, model: Path | None) -> list[dict[str, Any]]:
 
 
 def run_driver(
-    command: list[str], plan: dict[str, Any], bindings_parent: Path, work: Path
+    command: list[str],
+    plan: dict[str, Any],
+    bindings_parent: Path,
+    work: Path,
+    extra_env: dict[str, str] | None = None,
 ) -> tuple[dict[str, Any] | None, str]:
     """Run driver.py with ``plan``; (parsed last stdout line or None, diagnostic text)."""
     plan_path = work / "plan.json"
     plan_path.write_text(json.dumps(plan, indent=2, sort_keys=True), encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k not in ("LLAMA_BINDGEN_LIB_DIR", "PYTHONHOME")}
+    env.update(extra_env or {})
     env["PYTHONPATH"] = str(bindings_parent.resolve())
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     proc = subprocess.run(
@@ -258,6 +264,45 @@ def check_results(
     return checks, rows
 
 
+ALL_LAYERS = 999  # n_gpu_layers: more than any test model has, so every layer is offloaded
+LAVAPIPE_ICD = Path("/usr/share/vulkan/icd.d/lvp_icd.x86_64.json")
+_OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
+_MODEL_BUFFER = re.compile(r"\b(Vulkan\d+|CUDA\d+|Metal\w*) model buffer size")
+
+
+def device_environment(backend: str) -> tuple[dict[str, str], str]:
+    """Environment for a GPU backend's driver, and words for the progress line. Vulkan: unless
+    ``VK_ICD_FILENAMES`` names a driver already, Mesa's lavapipe (a Vulkan device on the CPU);
+    ggml skips CPU-type Vulkan devices unless ``GGML_VK_VISIBLE_DEVICES`` names them."""
+    if backend != "vulkan":
+        return {}, ""
+    if os.environ.get("VK_ICD_FILENAMES"):
+        return {}, " (VK_ICD_FILENAMES as set)"
+    return (
+        {"VK_ICD_FILENAMES": str(LAVAPIPE_ICD), "GGML_VK_VISIBLE_DEVICES": "0"},
+        " on Mesa's lavapipe",
+    )
+
+
+def offload_checks(backend: str, data: dict[str, Any], stderr: str) -> tuple[list[Check], str]:
+    """Did the models run on the backend's device? llama.cpp's own load log must say every
+    layer was offloaded and the weights sit in that device's buffer (so a silent CPU fallback
+    fails), and ggml must list the device. Returns the checks and the device's description."""
+    prefix = {"vulkan": "Vulkan", "cuda": "CUDA", "metal": "Metal"}[backend]
+    devices = [d for d in data.get("devices", []) if str(d.get("name", "")).startswith(prefix)]
+    described = "; ".join(f"{d['name']}: {d['description']}" for d in devices) or "no device"
+    checks = [Check(f"a {prefix} device is present", bool(devices), described)]
+    offloads = _OFFLOADED.findall(stderr)
+    complete = bool(offloads) and all(done == total for done, total in offloads)
+    shown = ", ".join(f"{d}/{t}" for d, t in offloads) or "no offload reported"
+    checks.append(Check("every model loaded with all layers offloaded", complete, shown))
+    buffers = {m for m in _MODEL_BUFFER.findall(stderr) if m.startswith(prefix)}
+    checks.append(
+        Check(f"model weights in a {prefix} buffer", bool(buffers), ", ".join(sorted(buffers)))
+    )
+    return checks, described
+
+
 def run_smoke(
     platform: str,
     lib_dir: Path,
@@ -267,6 +312,7 @@ def run_smoke(
     model: Path | None = None,
     max_tokens: int = DEFAULT_MAX_TOKENS,
     draft_token_max: int = 3,
+    backend: str = "cpu",
 ) -> SmokeReport:
     """Smoke-test the libraries in ``lib_dir`` on ``platform`` (with the bindings in
     ``bindings_parent/llama_bindings`` where the platform's Python runs); ``model``: a real MTP
@@ -284,11 +330,15 @@ def run_smoke(
         "max_tokens": max_tokens,
         "n_ctx": 512,
         "draft_token_max": draft_token_max,
+        "n_gpu_layers": 0 if backend == "cpu" else ALL_LAYERS,
         "models": _models(work, model),
     }
+    if backend != "cpu" and not run.python:
+        return SmokeReport(platform, NOT_RUN, f"the {backend} smoke runs the Python driver only")
     if run.python:
-        _progress(platform, f"running the Python driver {runner}")
-        data, diagnostic = run_driver(command, plan, bindings_parent, work)
+        env, device_note = device_environment(backend)
+        _progress(platform, f"running the Python driver {runner}{device_note}")
+        data, diagnostic = run_driver(command, plan, bindings_parent, work, env)
         refusal = PYTHON_REFUSAL
     else:
         from generator.smoke.c_driver import run_c_driver
@@ -302,6 +352,11 @@ def run_smoke(
     if not data.get("ok"):
         return SmokeReport(platform, FAILED, f"the driver failed:\n{data.get('error', '')}", runner)
     checks, rows = check_results(data, strict_partial=model is None, refusal=refusal)
+    if backend != "cpu":
+        stderr = (work / "driver-stderr.log").read_text(encoding="utf-8", errors="replace")
+        device_checks, device = offload_checks(backend, data, stderr)
+        checks += device_checks
+        runner = f"{runner}, on {device}"
     status = PASSED if all(c.ok for c in checks) else FAILED
     ran_on = data.get("machine")
     where = f"{runner} on {ran_on}" if ran_on else runner

@@ -5,7 +5,8 @@ Uses the standard library, cffi and the generated ``llama_bindings`` package onl
 each model of the plan, and prints one JSON line with the results as the last line of stdout.
 
 Plan: ``{"lib_dir": str, "max_tokens": int, "n_ctx": int, "draft_token_max": int,
-"models": [{"name": str, "path": str, "prompt": [int] | str, "expect_unsupported": bool}]}``.
+"n_gpu_layers": int (optional, 0), "models": [{"name": str, "path": str, "prompt": [int] | str,
+"expect_unsupported": bool}]}``. The result names the compute devices ggml sees.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ def _generate(
         runtime.SpeculativeMode.DRAFT_MTP if mtp else runtime.SpeculativeMode.NONE,
         draft_token_max=int(plan["draft_token_max"]),
     )
-    with runtime.Model(path, load_mtp=mtp, libs=libs) as model:
+    layers = int(plan.get("n_gpu_layers", 0))
+    with runtime.Model(path, load_mtp=mtp, libs=libs, n_gpu_layers=layers) as model:
         with runtime.Context(model, n_ctx=int(plan["n_ctx"]), speculative=spec) as ctx:
             streamed: list[int] = []
             result = ctx.generate(
@@ -42,10 +44,11 @@ def _generate(
     }
 
 
-def _unsupported(runtime: Any, libs: Any, path: str) -> dict[str, Any]:
+def _unsupported(runtime: Any, libs: Any, path: str, plan: dict[str, Any]) -> dict[str, Any]:
     spec = runtime.SpeculativeDecoding(runtime.SpeculativeMode.DRAFT_MTP)
+    layers = int(plan.get("n_gpu_layers", 0))
     try:
-        with runtime.Model(path, load_mtp=True, libs=libs) as model:
+        with runtime.Model(path, load_mtp=True, libs=libs, n_gpu_layers=layers) as model:
             with runtime.Context(model, n_ctx=256, speculative=spec):
                 pass
     except runtime.LlamaUnsupportedError as exc:
@@ -53,6 +56,23 @@ def _unsupported(runtime: Any, libs: Any, path: str) -> dict[str, Any]:
     except Exception as exc:  # reported, and the host fails the check
         return {"error_type": type(exc).__name__, "reason": str(exc)}
     return {"error_type": None, "reason": ""}
+
+
+def _devices(libs: Any) -> list[dict[str, str]]:
+    """The devices ggml's backends offer (name, description, type)."""
+    ggml, ffi = libs.ggml, libs.ffi
+    types = {0: "cpu", 1: "gpu", 2: "igpu", 3: "accel"}
+    found = []
+    for i in range(int(ggml.ggml_backend_dev_count())):
+        dev = ggml.ggml_backend_dev_get(i)
+        found.append(
+            {
+                "name": ffi.string(ggml.ggml_backend_dev_name(dev)).decode(),
+                "description": ffi.string(ggml.ggml_backend_dev_description(dev)).decode(),
+                "type": types.get(int(ggml.ggml_backend_dev_type(dev)), "other"),
+            }
+        )
+    return found
 
 
 def main(argv: list[str]) -> int:
@@ -66,13 +86,14 @@ def main(argv: list[str]) -> int:
         libs = llama_bindings.load(plan["lib_dir"])
         out["llama_cpp_tag"] = runtime.LLAMA_CPP_TAG
         out["wrapper"] = libs.llama_mtp is not None
+        out["devices"] = _devices(libs)
         models: list[dict[str, Any]] = []
         for entry in plan["models"]:
             result: dict[str, Any] = {"name": entry["name"]}
             prompt = entry["prompt"]
             result["plain"] = _generate(runtime, libs, entry["path"], prompt, plan, False)
             if entry.get("expect_unsupported"):
-                result["mtp_error"] = _unsupported(runtime, libs, entry["path"])
+                result["mtp_error"] = _unsupported(runtime, libs, entry["path"], plan)
             else:
                 try:
                     result["mtp"] = _generate(runtime, libs, entry["path"], prompt, plan, True)
