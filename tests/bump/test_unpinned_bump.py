@@ -80,7 +80,10 @@ def test_unpinned_tag_from_a_mirror_is_bumped_end_to_end(
     assert not report.fetched.pinned and report.fetched.provider.startswith("mirror (")
     assert (report.fetched.commit, report.fetched.digest) == (COMMIT, digest)
 
-    doc = tomlkit.parse((repo / "releases.toml").read_text()).unwrap()
+    text = (repo / "releases.toml").read_text()
+    appended = f'\n\n[[release]]\nref = "{TAG}"\n'  # last, after a blank line
+    assert text.rindex("[[release]]") == text.index(appended) + 2
+    doc = tomlkit.parse(text).unwrap()
     assert doc["pinned"] == TAG
     entry = next(e for e in doc["release"] if e["ref"] == TAG)
     assert (entry["tag"], entry["commit"], entry["digest"]) == (TAG, COMMIT, digest)
