@@ -280,6 +280,7 @@ def _release_entry(doc: tomlkit.TOMLDocument, fetched: FetchResult) -> tuple[str
         ("mtp", fetched.has_mtp_api),
     ):  # fmt: skip
         entry[key] = value
+    entry.trivia.indent = "\n"  # a blank line before the new [[release]], as between the others
     doc.setdefault("release", tomlkit.aot()).append(entry)
     return ref, entry
 

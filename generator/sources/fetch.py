@@ -17,6 +17,7 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -188,7 +189,7 @@ def fetch_tree(
         _log(f"{ref}: trying {provider.name}")
         work = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=tmp_root))
         try:
-            result = _try_provider(provider, want, work, trees)
+            result = _try_provider(provider, want, work, trees, known)
         except BindgenError as exc:
             reason = str(exc)
             failures.append(f"{provider.name}: {reason}")
@@ -203,7 +204,22 @@ def fetch_tree(
     raise SourceError(f"{ref}: every provider failed: " + "; ".join(failures))
 
 
-def _try_provider(provider: Provider, want: ResolvedRef, work: Path, trees: Path) -> FetchResult:
+def _known_release(want: ResolvedRef, commit: str, known: Sequence[Release]) -> Release | None:
+    """The release ``want`` names, or else the known release of the commit the material stated:
+    an unpinned tag or commit whose tree turns out to be a pinned commit is held to that pin's
+    digest (it would otherwise replace the verified tree of that commit in the cache)."""
+    if want.release is not None:
+        return want.release
+    return next((rel for rel in known if rel.commit == commit), None)
+
+
+def _try_provider(
+    provider: Provider,
+    want: ResolvedRef,
+    work: Path,
+    trees: Path,
+    known: Sequence[Release] = (),
+) -> FetchResult:
     material = provider.obtain(want, work)
     commit = want.commit
     if material.stated_commit:
@@ -220,16 +236,17 @@ def _try_provider(provider: Provider, want: ResolvedRef, work: Path, trees: Path
     _log(f"  extracting and verifying {want.ref} ({commit[:12]})")
     tree = _materialise(material, work)
     digest = tree_digest(tree)
-    if want.release is not None and digest != want.release.digest:
-        raise DigestMismatchError(provider.name, want.release.digest, digest)
+    release = _known_release(want, commit, known)
+    if release is not None and digest != release.digest:
+        raise DigestMismatchError(provider.name, release.digest, digest)
     meta = {
-        "ref": want.release.ref if want.release else want.ref,
-        "tag": want.tag,
+        "ref": release.ref if release else want.ref,
+        "tag": release.tag if release else want.tag,
         "commit": commit,
         "digest": digest,
         "digest_algorithm": DIGEST_ALGORITHM,
         "provider": provider.name,
-        "pinned": "true" if want.release is not None else "false",
+        "pinned": "true" if release is not None else "false",
     }
     if material.dirty:
         _log(f"  taking a clone with uncommitted changes ({material.dirty})")
@@ -241,5 +258,5 @@ def _try_provider(provider: Provider, want: ResolvedRef, work: Path, trees: Path
         shutil.rmtree(final)
     os.rename(tree, final)
     return FetchResult(
-        final, meta["ref"], want.tag, commit, digest, provider.name, False, want.release is not None
+        final, meta["ref"], meta["tag"], commit, digest, provider.name, False, release is not None
     )

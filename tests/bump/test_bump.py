@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 from pathlib import Path
 
@@ -14,31 +13,10 @@ from generator.build.native import BuildResult
 from generator.bump.gates import FAILED, PASSED, GateOutcome, PlatformRun
 from generator.bump.pipeline import BumpFailed, BumpHooks, BumpOptions, run_bump
 from generator.errors import SourceError
+from tests.bump.repos import fake_repo, snapshot
 from tests.conftest import BuildFactory
 from tests.repo import REPO_ROOT
 from tests.sources.http_server import Routes, serve
-
-COPIED = ("generated", "releases.toml", "CHANGELOG.md")
-
-
-def fake_repo(tmp_path: Path) -> Path:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    for name in COPIED:
-        src = REPO_ROOT / name
-        if src.is_dir():
-            shutil.copytree(src, repo / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(src, repo / name)
-    return repo
-
-
-def snapshot(root: Path) -> dict[str, str]:
-    return {
-        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and "__pycache__" not in p.parts
-    }
 
 
 def test_failing_gate_leaves_repo_byte_identical(tmp_path: Path, tree_b11312: Path) -> None:

@@ -62,3 +62,26 @@ def tree_members(
         name = f"{prefix}/{rel}" if prefix else rel
         out.append(Member(name, data, mtime=mtime))
     return out
+
+
+def pack_like_github(folder: Path, dest: Path, top: str, commit: str) -> Path:
+    """``folder`` packed as GitHub packs an archive: every member below the single folder
+    ``top``, in sorted order, modes and symbolic links kept, and a pax global header whose
+    comment is ``commit`` (what ``git archive`` writes; ``pax_commit`` reads it). Dot-files of
+    the folder's top (a fetched tree's metadata) are left out."""
+
+    def rename(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.uid = info.gid = 0
+        info.uname = info.gname = "root"
+        info.mtime = 0
+        return info
+
+    pax = {"comment": commit} if commit else {}
+    with tarfile.open(
+        dest, "w:gz", format=tarfile.PAX_FORMAT, pax_headers=pax, compresslevel=1
+    ) as tar:
+        tar.add(folder, arcname=top, recursive=False, filter=rename)
+        for entry in sorted(folder.iterdir()):
+            if not entry.name.startswith("."):
+                tar.add(entry, arcname=f"{top}/{entry.name}", filter=rename)
+    return dest

@@ -128,6 +128,39 @@ def test_digest_mismatch_names_expected_and_actual(tmp_path: Path, fake_release:
     assert not (tmp_path / "trees").exists()
 
 
+def test_an_unpinned_tag_whose_archive_states_a_pinned_commit_is_held_to_its_digest(
+    tmp_path: Path, fake_release: Release
+) -> None:
+    """A mirror's archive of a tag releases.toml does not know says it is a pinned commit but
+    has other content: refused, and the verified tree of that commit in the cache is kept."""
+    cache = tmp_path / "cache"
+    verified = fetch_tree("b1", cache, github_base=None, source=tmp_path / "reference",
+                          releases=[fake_release])  # fmt: skip
+    tampered = dict(FAKE_FILES)
+    tampered["src/llama.cpp"] = b"int llama_answer(void) { return 666; }\n"
+    archive = make_tar(tmp_path / "t.tar.gz", tree_members("llama.cpp-b2", tampered),
+                       pax_comment=COMMIT)  # fmt: skip
+    routes = Routes(files={f"{REPO}/refs/tags/b2.tar.gz": archive.read_bytes()})
+    with serve(routes) as url:
+        with pytest.raises(SourceError, match="content digest mismatch") as info:
+            fetch_tree("b2", cache, github_base=None, mirror=url, releases=[fake_release])
+    assert fake_release.digest in str(info.value)
+    assert tree_digest(verified.root) == fake_release.digest
+    assert read_tree_metadata(verified.root)["tag"] == "b1"
+
+
+def test_an_unpinned_commit_that_is_a_pinned_one_is_recorded_as_that_release(
+    tmp_path: Path, fake_release: Release
+) -> None:
+    """Matching content: the tree is the pinned release, whatever name it was asked by."""
+    routes = Routes(files={f"{REPO}/refs/tags/b2.tar.gz": archive_bytes(tmp_path)})
+    with serve(routes) as url:
+        got = fetch_tree("b2", tmp_path / "cache", github_base=None, mirror=url,
+                         releases=[fake_release])  # fmt: skip
+    assert (got.ref, got.tag, got.commit, got.pinned) == ("b1", "b1", COMMIT, True)
+    assert read_tree_metadata(got.root)["pinned"] == "true"
+
+
 def test_escaping_archive_is_refused(tmp_path: Path, fake_release: Release) -> None:
     cache = tmp_path / "cache"
     members = [*tree_members("llama.cpp-b1"), Member("llama.cpp-b1/../../escaped", b"x")]
