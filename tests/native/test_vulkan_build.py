@@ -63,3 +63,30 @@ def test_the_vulkan_backend_finds_lavapipe(vulkan_build: BuildResult) -> None:
     vulkan = {name: what for name, what in devices.items() if name.startswith("Vulkan")}
     assert vulkan, f"no Vulkan device among {devices}"
     assert any("llvmpipe" in what for what in vulkan.values()), vulkan
+
+
+def test_the_mtp_smoke_passes_on_the_vulkan_device(
+    vulkan_build: BuildResult, tmp_path: Path
+) -> None:
+    from generator.smoke import run_smoke
+
+    report = run_smoke(
+        "linux-x86_64", vulkan_build.lib_dir, REPO_ROOT / "generated", tmp_path, backend="vulkan"
+    )
+    assert report.status == "passed", report.table()
+    assert "Vulkan0" in report.runner and "llvmpipe" in report.runner, report.runner
+    names = {c.name for c in report.checks}
+    assert "every model loaded with all layers offloaded" in names
+
+
+def test_a_load_that_left_layers_on_the_cpu_fails_the_device_checks() -> None:
+    from generator.smoke import offload_checks
+
+    data = {"devices": [{"name": "Vulkan0", "description": "llvmpipe", "type": "gpu"}]}
+    log = "load_tensors: offloaded 4/4 layers to GPU\nload_tensors: offloaded 0/3 layers to GPU\n"
+    checks, device = offload_checks("vulkan", data, log + "load_tensors: Vulkan0 model buffer size")
+    assert device == "Vulkan0: llvmpipe"
+    failed = [c.name for c in checks if not c.ok]
+    assert failed == ["every model loaded with all layers offloaded"]
+    checks, _ = offload_checks("vulkan", {"devices": []}, "")
+    assert not any(c.ok for c in checks)
