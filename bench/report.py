@@ -92,6 +92,22 @@ def markdown(result: dict[str, Any], chart_name: str) -> str:
             f"{_fmt(lo.get('python_overhead_us_per_token', {}), 0)}.",
             "",
         ]
+    if "bump" in sections:
+        b = sections["bump"]
+        lines += [
+            "## 5. A bump beyond its native builds",
+            "",
+            b["method"],
+            "",
+            "| case | wall s | against | ratio |",
+            "|---|---|---|---|",
+            f"| bump of a new tag ({b['platform']}, warm ccache) | {_fmt(b['new_tag_wall_s'], 0)} "
+            f"| its build gate {_fmt(b['new_tag_build_s'], 0)} s "
+            f"| {_fmt(b['new_tag_wall_over_build'])} |",
+            f"| re-bump of the pin (caches warm) | {_fmt(b['rebump_wall_s'], 1)} "
+            f"| a cold build {b['cold_build_s']:.0f} s | {_fmt(b['rebump_over_cold_build'], 3)} |",
+            "",
+        ]
     if "mtp" in sections:
         m = sections["mtp"]
         lines += ["## 4. MTP speculative decoding", "", m["method"], ""]

@@ -11,11 +11,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench import calls, generation, loops, report
+from bench import bumping, calls, generation, loops, report
 from bench.stats import log
 
 REPO = Path(__file__).resolve().parent.parent
-SECTIONS = ("generation", "calls", "loop", "mtp")
+SECTIONS = ("generation", "calls", "loop", "mtp", "bump")
+# Sections a plain `python -m bench` runs; "bump" (minutes: a cold build) only when named.
+DEFAULT_SECTIONS = ("generation", "calls", "loop", "mtp")
 REF = "b11312"
 
 
@@ -75,7 +77,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     p.add_argument("--name", default="latest", help="result name (default: %(default)s)")
     p.add_argument("--out", type=Path, default=REPO / "bench" / "results")
-    p.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS))
+    p.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(DEFAULT_SECTIONS))
     p.add_argument("--tree", type=Path, help=f"llama.cpp tree (default: `fetch {REF}`)")
     p.add_argument("--lib-dir", type=Path, help="built libraries (default: `build` for the host)")
     p.add_argument(
@@ -173,6 +175,9 @@ def main(argv: list[str] | None = None) -> int:
         models = {kind: _model(cache, kind, big_mtp) for kind in ("agree", "partial")}
         n = 16 if args.quick else args.mtp_tokens
         sections["mtp"] = loops.run_mtp(runner, upstream, models, n, args.draft_max, args.repeats)
+    if "bump" in args.sections:
+        log("section 5: bump beyond its builds")
+        sections["bump"] = bumping.run(tree, REPO, cache, REF, args.repeats)
     args.out.mkdir(parents=True, exist_ok=True)
     json_path = args.out / f"{args.name}.json"
     json_path.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")

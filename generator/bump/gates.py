@@ -50,6 +50,7 @@ class PlatformRun:
     package_parent: Path  # folder holding the freshly generated llama_bindings/
     logs: Path
     build: BuildResult | None = None
+    backend: str = "cpu"
 
 
 Builder = Callable[[Path, str], BuildResult]
@@ -68,7 +69,7 @@ def build_gate(
     """The build (by default build_native, given the bump's parse so it does not parse again)."""
     try:
         if builder is None:
-            result = build_native(run.tree, run.platform, interface=run.api)
+            result = build_native(run.tree, run.platform, interface=run.api, backend=run.backend)
         else:
             result = builder(run.tree.root, run.platform)
     except BindgenError as exc:
@@ -83,6 +84,14 @@ def symbols_gate(run: PlatformRun) -> GateOutcome:
     manifest = run.package_parent / "llama_bindings" / "abi_manifest.json"
     report = check_symbols(manifest, run.build)
     lines = [f"checked {report.checked} declared functions"]
+    if run.backend != "cpu":
+        backend_lib = run.build.platform.library_file(f"ggml-{run.backend}")
+        if not (run.build.lib_dir / backend_lib).exists():
+            log = _write(run.logs / "symbols.log", f"MISSING library {backend_lib}\n")
+            return GateOutcome(
+                "symbols", FAILED, f"the {run.backend} build has no {backend_lib}", log
+            )
+        lines.append(f"backend library {backend_lib} present")
     lines += [f"MISSING {m}" for m in report.missing]
     lines += [f"note: declared by ggml's headers, exported by no ggml library: {m}"
               for m in report.ggml_missing]  # fmt: skip
@@ -156,7 +165,13 @@ def smoke_gate(run: PlatformRun) -> GateOutcome:
     from generator.smoke import run_smoke
 
     assert run.build is not None
-    report = run_smoke(run.platform, run.build.lib_dir, run.package_parent, run.logs / "smoke")
+    report = run_smoke(
+        run.platform,
+        run.build.lib_dir,
+        run.package_parent,
+        run.logs / "smoke",
+        backend=run.backend,
+    )
     log = _write(run.logs / "smoke.log", report.table() + "\n")
     status = {"passed": PASSED, "failed": FAILED}.get(report.status, NOT_RUN)
     return GateOutcome("smoke", status, report.reason or report.status, log)
@@ -178,7 +193,7 @@ def platform_gates(
         return [built, *(GateOutcome(g, NOT_RUN, "build failed") for g in GATES[1:])]
     if progress is not None:
         progress(f"{run.platform}: symbols, layout, smoke")
-    verified = PlatformRun(run.platform, run.tree, run.api, run.package_parent, run.logs, result)
+    verified = replace(run, build=result)
     checks: list[Callable[[], GateOutcome]] = [
         lambda: symbols_gate(verified),
         lambda: layout_gate(verified, host_platform),

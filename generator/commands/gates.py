@@ -20,8 +20,6 @@ from generator.emit import PACKAGE_NAME
 from generator.errors import GateFailedError, GateNotRunError, UsageError
 from generator.paths import checkout_generated
 from generator.platforms import (
-    BUILT_BACKENDS,
-    GATED_BACKENDS,
     PLATFORMS,
     get_platform,
     host_platform_name,
@@ -43,7 +41,9 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--tree", type=Path, required=True, help="llama.cpp tree (from `fetch`)")
     parser.add_argument("--platform", required=True, choices=sorted(PLATFORMS))
-    parser.add_argument("--backend", default="cpu", help="compute backend (cpu)")
+    parser.add_argument(
+        "--backend", default="cpu", help="compute backend: cpu, or vulkan for linux-x86_64 (cpu)"
+    )
     parser.add_argument(
         "--out", type=Path, default=None, help="native output folder (default: cache)"
     )
@@ -87,7 +87,7 @@ def outcomes_record(platform: str, backend: str, outcomes: list[Any]) -> dict[st
 
 
 def run(args: argparse.Namespace) -> int:
-    from generator.build.native import build_native
+    from generator.build.native import build_native, check_backend_buildable, platform_key
     from generator.bump.gates import (
         FAILED,
         GATES,
@@ -104,11 +104,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             f"{plat.name} has no {args.backend} backend (it has: {', '.join(plat.backends)})"
         )
-    if args.backend not in GATED_BACKENDS:
-        raise UsageError(
-            f"the {args.backend} backend's gates do not run yet (gated: "
-            f"{', '.join(GATED_BACKENDS)}; `build --backend` builds {', '.join(BUILT_BACKENDS)})"
-        )
+    check_backend_buildable(plat, args.backend)
     tree = Tree.read(args.tree)
     bindings_parent: Path = (
         args.bindings or checkout_generated("gates without --bindings")
@@ -117,14 +113,14 @@ def run(args: argparse.Namespace) -> int:
     out: Path | None = args.out
 
     def builder(tree_root: Path, platform: str) -> Any:
-        return build_native(tree_root, platform, out=out)
+        return build_native(tree_root, platform, out=out, backend=args.backend)
 
     host = host_platform_name()
     why = plat.why_not_buildable(host)
     cannot_build = f"cannot be built here: {why}" if why else ""
     with tempfile.TemporaryDirectory(prefix="llama-bindgen-gates-") as tmp:
-        logs = (args.logs or Path(tmp)).resolve() / plat.name
-        run_ = PlatformRun(plat.name, tree, api, bindings_parent, logs)
+        logs = (args.logs or Path(tmp)).resolve() / platform_key(plat, args.backend)
+        run_ = PlatformRun(plat.name, tree, api, bindings_parent, logs, backend=args.backend)
         if cannot_build:
             outcomes = [GateOutcome(g, NOT_RUN, cannot_build) for g in GATES]
         else:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from generator.platforms import GATED_BACKENDS, PLATFORMS
+from generator.platforms import CI_BACKENDS, PLATFORMS
 
 # The GitHub-hosted runner that runs the test suite, and gathers, verifies and publishes.
 PUBLISH_RUNNER = "ubuntu-24.04"
@@ -38,7 +38,7 @@ def ci_jobs() -> list[CiJob]:
     for name in sorted(PLATFORMS):
         plat = PLATFORMS[name]
         for backend in plat.backends:
-            if backend not in GATED_BACKENDS:
+            if backend not in CI_BACKENDS:
                 continue
             ci = plat.ci[backend]
             jobs.append(

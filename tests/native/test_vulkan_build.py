@@ -90,3 +90,19 @@ def test_a_load_that_left_layers_on_the_cpu_fails_the_device_checks() -> None:
     assert failed == ["every model loaded with all layers offloaded"]
     checks, _ = offload_checks("vulkan", {"devices": []}, "")
     assert not any(c.ok for c in checks)
+
+
+def test_the_four_gates_pass_for_the_vulkan_build(
+    vulkan_build: BuildResult, tree_b11312: Path, tmp_path: Path
+) -> None:
+    record = tmp_path / "gates.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "generator", "--repo", str(REPO_ROOT), "gates", "--tree",
+         str(tree_b11312), "--platform", "linux-x86_64", "--backend", "vulkan",
+         "--json", str(record)],
+        capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    data = json.loads(record.read_text())
+    assert data["backend"] == "vulkan" and data["platform"] == "linux-x86_64"
+    assert set(data["gates"].values()) == {"passed"}, data

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from generator.cli import main
-from generator.platforms import GATED_BACKENDS, PLATFORMS, apt_packages_for
+from generator.platforms import CI_BACKENDS, PLATFORMS, apt_packages_for
 from generator.release.ci_matrix import ci_jobs, runner_labels
 from generator.release.workflow import default_workflow_path, render_workflow
 from tests.repo import REPO_ROOT
@@ -90,7 +90,7 @@ def test_one_job_per_built_platform_and_backend() -> None:
     with its setup; the experimental flag and the smoke's not-run reason come from the registry."""
     text = render_workflow()
     entries = _job_entries(text)
-    expected = {(p.name, b) for p in PLATFORMS.values() for b in p.backends if b in GATED_BACKENDS}
+    expected = {(p.name, b) for p in PLATFORMS.values() for b in p.backends if b in CI_BACKENDS}
     assert set(entries) == expected == {(j.platform, j.backend) for j in ci_jobs()}
     for job in ci_jobs():
         plat = PLATFORMS[job.platform]
