@@ -46,6 +46,16 @@ BUILT_BACKENDS: tuple[str, ...] = ("cpu", *GPU_BACKEND_BUILDS)
 # `gates --backend vulkan` runs its four gates here).
 CI_BACKENDS: tuple[str, ...] = ("cpu",)
 
+
+def split_key(key: str) -> tuple[str, str]:
+    """``linux-x86_64`` -> (linux-x86_64, cpu); ``linux-x86_64-vulkan`` -> (linux-x86_64,
+    vulkan): the platform and backend a gate record's key names."""
+    name, _, backend = key.rpartition("-")
+    if backend in BACKENDS and backend != "cpu" and name:
+        return name, backend
+    return key, "cpu"
+
+
 # Debian's wine 8 launcher for 64-bit programs (the `wine` wrapper needs i386 multiarch).
 WINE_LAUNCHERS: tuple[str, ...] = ("/usr/lib/wine/wine64", "wine64", "wine")
 QEMU_AARCH64 = "qemu-aarch64"

@@ -96,6 +96,15 @@ def check_backend_buildable(plat: Platform, backend: str) -> None:
         )
 
 
+def backend_missing_tools(backend: str) -> str:
+    """Why this machine cannot build ``backend`` ("" it can, or the backend is cpu)."""
+    if backend == "vulkan":
+        from generator.build.vulkan import missing_tools
+
+        return missing_tools()
+    return ""
+
+
 def backend_cmake_options(backend: str) -> dict[str, str]:
     """The CMake options of a backend's build (the CPU backend is always built)."""
     if backend == "vulkan":

@@ -52,14 +52,21 @@ def _progress(message: str) -> None:
     print(f"vulkan: {message}", file=sys.stderr, flush=True)
 
 
+def missing_tools() -> str:
+    """Why a Vulkan build cannot start here ("" when glslc and Vulkan headers are installed)."""
+    missing = [tool for tool in TOOLS if shutil.which(tool) is None]
+    if header_version(SYSTEM_INCLUDE) is None:
+        missing.append("the Vulkan headers")
+    if not missing:
+        return ""
+    return f"a Vulkan build needs {', '.join(missing)} (Debian packages: {' '.join(APT_PACKAGES)})"
+
+
 def vulkan_include_dir(cache: Path | None = None) -> Path:
     """A folder of Vulkan headers new enough for ggml-vulkan: the system's, else downloaded."""
-    missing = [tool for tool in TOOLS if shutil.which(tool) is None]
-    if missing or header_version(SYSTEM_INCLUDE) is None:
-        raise UsageError(
-            f"a Vulkan build needs {', '.join(missing) or 'the Vulkan headers'} "
-            f"(Debian packages: {' '.join(APT_PACKAGES)})"
-        )
+    why = missing_tools()
+    if why:
+        raise UsageError(why)
     system = header_version(SYSTEM_INCLUDE) or 0
     if system >= MIN_HEADER_VERSION:
         return SYSTEM_INCLUDE

@@ -20,6 +20,7 @@ from typing import Any
 import tomlkit
 
 from generator import __version__
+from generator.build.native import backend_missing_tools
 from generator.bump.gates import (
     FAILED,
     GATES,
@@ -43,11 +44,14 @@ from generator.ir.interface import Interface
 from generator.parse.frontend import parse_tree
 from generator.paths import default_cache_dir
 from generator.platforms import (
+    GPU_BACKEND_APT,
+    GPU_BACKEND_BUILDS,
     PLATFORMS,
     CannotRunError,
     execution_here,
     get_platform,
     host_platform_name,
+    split_key,
 )
 from generator.releases import load_document, load_releases
 from generator.sources.fetch import FetchResult, fetch_tree
@@ -75,18 +79,28 @@ class BumpOptions:
     platforms: tuple[str, ...] = ()
 
 
+def _default_keys() -> list[str]:
+    """Every platform's CPU build, and the GPU builds this tool makes (``linux-x86_64-vulkan``)."""
+    keys = sorted(PLATFORMS)
+    for backend, platforms in sorted(GPU_BACKEND_BUILDS.items()):
+        keys += [f"{name}-{backend}" for name in platforms]
+    return keys
+
+
 def _buildable(requested: tuple[str, ...]) -> tuple[list[str], dict[str, str]]:
-    """Platforms whose every gate can run here: built on this machine (toolchain installed) and
-    its programs runnable (natively, under qemu or wine) for the smoke gate. Named platforms are
-    taken as asked; a gate that then cannot run is not-run, and the bump records nothing.
-    Returns the chosen platforms (the host first) and why each other one was left out."""
-    names = list(requested) if requested else sorted(PLATFORMS)
+    """Platforms (and GPU backends, keyed ``<platform>-<backend>``) whose every gate can run here:
+    built on this machine (toolchain and backend tools installed) and its programs runnable
+    (natively, under qemu or wine) for the smoke gate. Named ones are taken as asked; a gate that
+    then cannot run is not-run, and the bump records nothing. Returns the chosen keys (the host
+    first) and why each other one was left out."""
+    names = list(requested) if requested else _default_keys()
     host = host_platform_name()
     chosen: list[str] = []
     skipped: dict[str, str] = {}
     for name in names:
-        plat = get_platform(name)
-        why = plat.why_not_buildable(host)
+        platform_name, backend = split_key(name)
+        plat = get_platform(platform_name)
+        why = plat.why_not_buildable(host) or backend_missing_tools(backend)
         if why and requested:
             raise BumpFailed(f"{name}: {why}")
         if why:
@@ -99,7 +113,7 @@ def _buildable(requested: tuple[str, ...]) -> tuple[list[str], dict[str, str]]:
                 skipped[name] = f"its smoke gate cannot run here ({exc})"
                 continue
         chosen.append(name)
-    chosen.sort(key=lambda n: (n != host, n))  # the host first: its gates are the strictest
+    chosen.sort(key=lambda n: (n != host, n))  # the host's CPU build first: the strictest gates
     return chosen, skipped
 
 
@@ -145,7 +159,10 @@ def _left_out_of_the_pin(repo: Path, skipped: dict[str, str]) -> list[tuple[str,
     out = []
     for key, gates in sorted(record.platforms.items()):
         if key in skipped and not gates.failures():
-            packages = get_platform(key).apt_packages(host)
+            platform_name, backend = split_key(key)
+            packages = get_platform(platform_name).apt_packages(host)
+            if backend != "cpu":
+                packages = tuple(sorted({*packages, *GPU_BACKEND_APT[backend]}))
             hint = f"; apt-get install {' '.join(packages)}" if packages else ""
             out.append((key, f"{skipped[key]}{hint}"))
     return out
@@ -240,7 +257,10 @@ def _gate(
     logs = report.work / "logs"
     for name in platforms:
         _stage(4, "build", name)
-        run = PlatformRun(name, report.fetched, api, package_parent, logs / name)
+        platform_name, backend = split_key(name)
+        run = PlatformRun(
+            platform_name, report.fetched, api, package_parent, logs / name, backend=backend
+        )
         outcomes = platform_gates(
             run, host, hooks.builder, hooks.smoke, lambda text: _stage(5, "verify", text)
         )

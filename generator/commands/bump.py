@@ -45,7 +45,8 @@ def register(subparsers: Any) -> None:
         "--platform",
         action="append",
         metavar="P",
-        help="build and verify only this platform (repeatable; default: every platform whose "
+        help="build and verify only this platform, or platform-backend such as "
+        "linux-x86_64-vulkan (repeatable; default: every platform and GPU backend whose "
         "toolchain is installed)",
     )
     add_source_options(parser)

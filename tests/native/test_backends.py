@@ -80,3 +80,26 @@ def test_header_version_is_read_from_vulkan_core(tmp_path: Path) -> None:
     (tmp_path / "vulkan" / "vulkan_core.h").write_text("#define VK_HEADER_VERSION 239\n")
     assert vulkan.header_version(tmp_path) == 239
     assert vulkan.header_version(tmp_path / "none") is None
+
+
+def test_gate_keys_name_platform_and_backend() -> None:
+    from generator.platforms import split_key
+
+    assert split_key("linux-x86_64") == ("linux-x86_64", "cpu")
+    assert split_key("linux-x86_64-vulkan") == ("linux-x86_64", "vulkan")
+    assert split_key("android-arm64-v8a") == ("android-arm64-v8a", "cpu")
+
+
+def test_bump_gates_the_vulkan_build_by_default_when_its_tools_are_here(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from generator.build import vulkan as vulkan_module
+    from generator.bump import pipeline
+
+    assert "linux-x86_64-vulkan" in pipeline._default_keys()
+    chosen, skipped = pipeline._buildable(())
+    assert "linux-x86_64-vulkan" in chosen and chosen[0] == "linux-x86_64"
+    monkeypatch.setattr(vulkan_module, "TOOLS", ("no-such-glslc",))
+    chosen, skipped = pipeline._buildable(())
+    assert "linux-x86_64-vulkan" not in chosen
+    assert "no-such-glslc" in skipped["linux-x86_64-vulkan"]
