@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from generator.build.native import build_native
+from generator.platforms import split_key
 from generator.releases import load_releases
 from tests.conftest import BuildFactory
 from tests.repo import REPO_ROOT
@@ -24,9 +26,14 @@ def test_pinned_release_verifies_with_sha256sum(
     recorded = sorted(k for k, v in pinned.extra["gates"].items() if isinstance(v, dict))
     assert recorded, "b11312 is pinned with gate records"
     native = tmp_path / "native"
-    for platform in recorded:
-        build = native_build(tree_b11312, platform)
-        shutil.copytree(build.platform_dir, native / platform, symlinks=True)
+    for key in recorded:
+        platform, backend = split_key(key)
+        build = (
+            native_build(tree_b11312, platform)
+            if backend == "cpu"
+            else build_native(tree_b11312, platform, backend=backend)
+        )
+        shutil.copytree(build.platform_dir, native / key, symlinks=True)
     out = tmp_path / "dist"
     proc = subprocess.run(
         [sys.executable, "-m", "generator", "release", "b11312", "--out", str(out),
@@ -39,6 +46,10 @@ def test_pinned_release_verifies_with_sha256sum(
     )
     assert check.returncode == 0, check.stdout + check.stderr
     assets = json.loads((out / "assets.json").read_text())
-    natives = {f"{a['platform']}-{a['arch']}" for a in assets["artifacts"] if a["kind"] == "native"}
+    natives = {
+        f"{a['platform']}-{a['arch']}" + ("" if a["backend"] == "cpu" else f"-{a['backend']}")
+        for a in assets["artifacts"]
+        if a["kind"] == "native"
+    }
     assert natives == set(recorded)
     assert assets["commit"] == pinned.commit
