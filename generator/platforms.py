@@ -47,6 +47,12 @@ BUILT_BACKENDS: tuple[str, ...] = ("cpu", *GPU_BACKEND_BUILDS)
 CI_BACKENDS: tuple[str, ...] = ("cpu",)
 
 
+def gate_key(platform: str, backend: str) -> str:
+    """A gate record's key: the platform for the CPU backend, else ``<platform>-<backend>`` (the
+    build's platform folder and the release archive use it too); ``split_key`` reverses it."""
+    return platform if backend == "cpu" else f"{platform}-{backend}"
+
+
 def split_key(key: str) -> tuple[str, str]:
     """``linux-x86_64`` -> (linux-x86_64, cpu); ``linux-x86_64-vulkan`` -> (linux-x86_64,
     vulkan): the platform and backend a gate record's key names."""

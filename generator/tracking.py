@@ -20,9 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-import requests
-
-from generator.github_api import DEFAULT_API_URL, GitHubApi, check_repo
+from generator.github_api import GitHubApi, check_repo
 
 UPSTREAM = "ggml-org/llama.cpp"
 ISSUE_LABEL = "upstream-bump"
@@ -62,11 +60,6 @@ def issue_title(tag: str) -> str:
 
 
 class TrackingClient(GitHubApi):
-    def __init__(
-        self, token: str, api_url: str = DEFAULT_API_URL, session: requests.Session | None = None
-    ) -> None:
-        super().__init__(token, api_url, session)
-
     def latest(self, upstream: str = UPSTREAM) -> UpstreamRelease:
         base = f"{self.api_url}/repos/{check_repo(upstream, '--upstream')}"
         release = self._json(self._request("GET", f"{base}/releases/latest", (200,)), "latest")

@@ -52,6 +52,7 @@ from generator.platforms import (
     GPU_BACKEND_BUILDS,
     Platform,
     Toolchain,
+    gate_key,
     get_platform,
     host_toolchain,
     runtime_library_path,
@@ -118,12 +119,6 @@ def default_out_dir(tree: Tree) -> Path:
     return default_cache_dir() / "native" / tree.commit12
 
 
-def platform_key(plat: Platform, backend: str = "cpu") -> str:
-    """``linux-x86_64`` for the CPU build, ``linux-x86_64-vulkan`` for another backend's (the
-    platform folder, the gate record's key and the release archive's name use it)."""
-    return plat.name if backend == "cpu" else f"{plat.name}-{backend}"
-
-
 def build_dir_for(tree: Tree, plat: Platform, backend: str = "cpu") -> Path:
     """One build folder per platform, backend, commit, tree location and wrapper source folder:
     two copies of one commit (say a patched copy in a test), or two checkouts of this project
@@ -131,7 +126,7 @@ def build_dir_for(tree: Tree, plat: Platform, backend: str = "cpu") -> Path:
     source folder)."""
     sources = f"{tree.root}\0{wrapper_dir()}"
     where = hashlib.sha256(sources.encode()).hexdigest()[:8]
-    return default_cache_dir() / "build" / f"{platform_key(plat, backend)}-{tree.commit12}-{where}"
+    return default_cache_dir() / "build" / f"{gate_key(plat.name, backend)}-{tree.commit12}-{where}"
 
 
 def _render(template: str, dest: Path, **context: Any) -> None:
@@ -307,7 +302,7 @@ class _Plan:
 
     @property
     def label(self) -> str:
-        return f"build {platform_key(self.plat, self.backend)}"
+        return f"build {gate_key(self.plat.name, self.backend)}"
 
     @property
     def logs(self) -> Path:
@@ -329,10 +324,10 @@ def _plan(
 ) -> _Plan:
     if jobs < 1:
         raise UsageError(f"--jobs must be at least 1, got {jobs}")
-    check_backend_buildable(get_platform(platform_name), backend)
+    plat = get_platform(platform_name)
+    check_backend_buildable(plat, backend)
     tree = tree_or_root if isinstance(tree_or_root, Tree) else Tree.read(tree_or_root)
     llama_license(tree.root)  # shipped with the build: refuse a tree without one before building
-    plat = get_platform(platform_name)
     toolchain = host_toolchain(plat)
     missing = toolchain.missing_tools()
     if missing:
@@ -348,7 +343,7 @@ def _plan(
         toolchain=toolchain,
         # absolute: the gates run programs from other folders against these libraries
         platform_dir=(out if out is not None else default_out_dir(tree)).resolve()
-        / platform_key(plat, backend),
+        / gate_key(plat.name, backend),
         bdir=build_dir_for(tree, plat, backend),
         jobs=jobs,
         api=api,

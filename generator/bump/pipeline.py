@@ -49,6 +49,7 @@ from generator.platforms import (
     PLATFORMS,
     CannotRunError,
     execution_here,
+    gate_key,
     get_platform,
     host_platform_name,
     split_key,
@@ -83,7 +84,7 @@ def _default_keys() -> list[str]:
     """Every platform's CPU build, and the GPU builds this tool makes (``linux-x86_64-vulkan``)."""
     keys = sorted(PLATFORMS)
     for backend, platforms in sorted(GPU_BACKEND_BUILDS.items()):
-        keys += [f"{name}-{backend}" for name in platforms]
+        keys += [gate_key(name, backend) for name in platforms]
     return keys
 
 

@@ -87,7 +87,7 @@ def outcomes_record(platform: str, backend: str, outcomes: list[Any]) -> dict[st
 
 
 def run(args: argparse.Namespace) -> int:
-    from generator.build.native import build_native, check_backend_buildable, platform_key
+    from generator.build.native import build_native, check_backend_buildable
     from generator.bump.gates import (
         FAILED,
         GATES,
@@ -97,13 +97,10 @@ def run(args: argparse.Namespace) -> int:
         platform_gates,
         summarise,
     )
+    from generator.platforms import gate_key
     from generator.sources.tree import Tree
 
     plat = get_platform(args.platform)
-    if args.backend not in plat.backends:
-        raise UsageError(
-            f"{plat.name} has no {args.backend} backend (it has: {', '.join(plat.backends)})"
-        )
     check_backend_buildable(plat, args.backend)
     tree = Tree.read(args.tree)
     bindings_parent: Path = (
@@ -119,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     why = plat.why_not_buildable(host)
     cannot_build = f"cannot be built here: {why}" if why else ""
     with tempfile.TemporaryDirectory(prefix="llama-bindgen-gates-") as tmp:
-        logs = (args.logs or Path(tmp)).resolve() / platform_key(plat, args.backend)
+        logs = (args.logs or Path(tmp)).resolve() / gate_key(plat.name, args.backend)
         run_ = PlatformRun(plat.name, tree, api, bindings_parent, logs, backend=args.backend)
         if cannot_build:
             outcomes = [GateOutcome(g, NOT_RUN, cannot_build) for g in GATES]

@@ -19,6 +19,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from generator.platforms import gate_key
 from generator.release.archives import collect, write_archive
 from generator.release.assets import ASSETS_NAME, Artifact, manifest, write_manifest
 from generator.release.checksums import SUMS_NAME, write_sums
@@ -27,7 +28,6 @@ from generator.release.gates import (
     GATES_FILE,
     GateRecord,
     PlatformGates,
-    gate_key,
     read_ci_gates,
     require_platforms,
 )

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from generator.platforms import gate_key
 from generator.release.errors import ReleaseRefusedError
 
 if TYPE_CHECKING:  # tomlkit is imported lazily: CI jobs run ci_job.py before installing anything
@@ -79,11 +80,6 @@ class GateRecord:
         return self.platforms.get(gate_key(platform, backend)) or self.platforms.get(
             f"{platform}-{backend}"
         )
-
-
-def gate_key(platform: str, backend: str) -> str:
-    """A platform table's name: the platform for the CPU backend, else platform-backend."""
-    return platform if backend == "cpu" else f"{platform}-{backend}"
 
 
 def _platform_gates(key: str, table: Mapping[str, Any], where: str) -> PlatformGates:

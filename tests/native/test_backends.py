@@ -9,9 +9,9 @@ import pytest
 
 from generator.build import vulkan
 from generator.build.cmake_driver import run_step
-from generator.build.native import build_dir_for, build_native, platform_key
+from generator.build.native import build_dir_for, build_native
 from generator.errors import UsageError
-from generator.platforms import get_platform
+from generator.platforms import gate_key, get_platform
 from generator.sources.tree import Tree
 
 
@@ -33,8 +33,8 @@ def test_a_backend_that_is_not_built_is_refused_before_anything_runs(
 def test_a_gpu_build_has_its_own_folders(tmp_path: Path) -> None:
     plat = get_platform("linux-x86_64")
     tree = Tree(tmp_path, "b1", "b1", "a" * 40, "", "")
-    assert platform_key(plat) == "linux-x86_64"
-    assert platform_key(plat, "vulkan") == "linux-x86_64-vulkan"
+    assert gate_key(plat.name, "cpu") == "linux-x86_64"
+    assert gate_key(plat.name, "vulkan") == "linux-x86_64-vulkan"
     assert build_dir_for(tree, plat, "vulkan") != build_dir_for(tree, plat)
 
 
