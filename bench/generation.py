@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import compileall
 import shutil
 import subprocess
 import sys
@@ -44,6 +45,10 @@ def clang2py_venv(cache: Path) -> tuple[Path, Path]:
 
 def run(tree: Path, repo: Path, cache: Path, repeats: int) -> dict[str, Any]:
     exe, native = clang2py_venv(cache)
+    # What an installed wheel has (pip compiles it), and what clang2py's venv has: without it, a
+    # machine with PYTHONDONTWRITEBYTECODE set recompiled llama-bindgen's modules on every run.
+    compileall.compile_dir(str(repo / "generator"), quiet=1)
+    compileall.compile_dir(str(repo / "bench"), quiet=1)
     freestanding = repo / "generator" / "freestanding"
     work = Path(tempfile.mkdtemp(prefix="bench-generate-"))
     env = {"PYTHONPATH": str(repo)}
@@ -88,8 +93,9 @@ def run(tree: Path, repo: Path, cache: Path, repeats: int) -> dict[str, Any]:
             "ctypeslib2 in its own venv, host triple, llama.h only. generate_one_target: "
             "llama-bindgen parse + emit for the host triple, llama.h only (no MTP wrapper). "
             "generate_all_targets: `llama-bindgen generate` as shipped (9 targets + wrapper "
-            "header). Files stay in the OS page cache between runs. Output lines: Python, stubs "
-            "and cdef (not the JSON manifests)."
+            "header). Files stay in the OS page cache between runs; llama-bindgen's modules are "
+            "byte-compiled first, as a wheel install does. Output lines: Python, stubs and cdef "
+            "(not the JSON manifests)."
         ),
         "wall_s": {k: v.summary() for k, v in wall.items()},
         "peak_rss_mb": {k: v.summary() for k, v in peak.items()},

@@ -31,9 +31,18 @@ HOST_TARGET = "x86_64-linux-gnu"
 
 BACKENDS: tuple[str, ...] = ("cpu", "cuda", "vulkan", "metal")
 # What `llama-bindgen build` builds: the CPU backend for every platform, and these GPU backends
-# for these platforms (CUDA and Metal are configured for their CI runners, not built here yet).
-GPU_BACKEND_BUILDS: Mapping[str, tuple[str, ...]] = MappingProxyType({"vulkan": ("linux-x86_64",)})
-# Debian packages a GPU backend's build (and its smoke on a software device) needs on its host.
+# for these platforms. Vulkan is built and gated here (Mesa's lavapipe is its device); CUDA needs
+# NVIDIA's toolkit and Metal a Mac, so those two are built by their CI jobs (`build` here says
+# which tool is missing).
+GPU_BACKEND_BUILDS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        "cuda": ("linux-x86_64",),
+        "metal": ("macos-arm64",),
+        "vulkan": ("linux-x86_64",),
+    }
+)
+# Debian packages a GPU backend's build (and its smoke on a software device) needs on its host,
+# for the backends this project's own machines build (the test suite installs them).
 GPU_BACKEND_APT: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {
         "vulkan": (
@@ -41,10 +50,12 @@ GPU_BACKEND_APT: Mapping[str, tuple[str, ...]] = MappingProxyType(
         ),
     }
 )  # fmt: skip
-BUILT_BACKENDS: tuple[str, ...] = ("cpu", *GPU_BACKEND_BUILDS)
-# Backends the release matrix has CI jobs for (the Vulkan job's runner setup is not written yet;
-# `gates --backend vulkan` runs its four gates here).
-CI_BACKENDS: tuple[str, ...] = ("cpu",)
+BUILT_BACKENDS: tuple[str, ...] = ("cpu", *sorted(GPU_BACKEND_BUILDS))
+
+
+def builds_backend(platform: str, backend: str) -> bool:
+    """Whether `llama-bindgen build` builds ``backend`` for ``platform`` (and CI has its job)."""
+    return backend == "cpu" or platform in GPU_BACKEND_BUILDS.get(backend, ())
 
 
 def gate_key(platform: str, backend: str) -> str:
@@ -308,14 +319,39 @@ _ANDROID_ONLY = (
 )
 _NOT_SEEN_MACOS = "the macOS build (Apple clang on the runner) has not run where we can see it"
 _NOT_SEEN_ANDROID = "the Android NDK build has not run where we can see it"
-_NOT_SEEN_GPU = "GPU backend builds are not implemented yet (llama-bindgen build --backend cpu)"
+_NOT_BUILT_GPU = "llama-bindgen does not build this backend for this platform yet"
+_NOT_BUILT_WINDOWS_GPU = (
+    "windows-x86_64 is built with MinGW; CUDA's nvcc takes MSVC only, and ggml-vulkan's shader "
+    "generator is not cross-built here: no MSVC toolchain in the registry yet"
+)
 _LINUX_SETUP = "sudo apt-get update && sudo apt-get install -y cmake ninja-build ccache"
 _MACOS_SETUP = "brew install ninja ccache"  # the image has cmake and Apple clang
 _WINDOWS_SETUP = "choco install -y ninja llvm"  # cmake is on the image
+# Ubuntu 24.04's CUDA 12.0 takes host compilers up to GCC 12 (the image's default is 13): CMake
+# reads CUDAHOSTCXX, and $GITHUB_ENV carries it to the later steps.
+_CUDA_SETUP = (
+    _LINUX_SETUP + " nvidia-cuda-toolkit g++-12 && echo CUDAHOSTCXX=/usr/bin/g++-12 >> $GITHUB_ENV"
+)
+_NOT_SEEN_CUDA = "the CUDA build has not run where we can see it (no CUDA toolkit here)"
+_NO_NVIDIA_GPU = "GitHub's standard runners have no NVIDIA GPU (nor its driver, libcuda)"
+_NOT_SEEN_METAL = "the Metal build (Apple clang on the runner) has not run where we can see it"
+_NOT_BUILT_INTEL_METAL = (
+    "Metal on Intel Macs is not built: llama.cpp's own CI dropped it (its runners' GPU comes and "
+    "goes, llama.cpp pull request 6628)"
+)
+_PARAVIRTUAL_GPU = (
+    "GitHub's macOS runners offer only Apple's paravirtual GPU, without the SIMD-group operations "
+    "most ggml Metal kernels need (llama.cpp issue 8617)"
+)
+_NOT_SEEN_UBUNTU_VULKAN = (
+    "built and gated here against Debian 13's Vulkan headers on Mesa's lavapipe; the Ubuntu "
+    "runner's build (its own Vulkan 1.3.275 headers) has not run where we can see it"
+)
 
 
-def _gpu(setup: str = "") -> CiBackend:
-    return CiBackend(setup, _NOT_SEEN_GPU, NO_GPU_ON_HOSTED_RUNNERS)
+def _gpu(setup: str = "", why: str = _NOT_BUILT_GPU) -> CiBackend:
+    """A GPU backend the platform has that llama-bindgen does not build for it (no CI job)."""
+    return CiBackend(setup, why, NO_GPU_ON_HOSTED_RUNNERS)
 
 
 def _macos(arch: str, triple: str, cpu_type: str, runner: str, zig_target: str) -> Platform:
@@ -352,7 +388,14 @@ def _macos(arch: str, triple: str, cpu_type: str, runner: str, zig_target: str) 
         cannot_run=_APPLE_ONLY,
         ci_runner=runner,
         ci_host=name,
-        ci={"cpu": CiBackend(_MACOS_SETUP, _NOT_SEEN_MACOS), "metal": _gpu(_MACOS_SETUP)},
+        ci={
+            "cpu": CiBackend(_MACOS_SETUP, _NOT_SEEN_MACOS),
+            "metal": (
+                CiBackend(_MACOS_SETUP, _NOT_SEEN_METAL, _PARAVIRTUAL_GPU)
+                if arch == "arm64"
+                else _gpu(_MACOS_SETUP, _NOT_BUILT_INTEL_METAL)
+            ),
+        },
     )
 
 
@@ -402,8 +445,11 @@ _PLATFORMS: tuple[Platform, ...] = (
         ci_host="linux-x86_64",
         ci={
             "cpu": CiBackend(_LINUX_SETUP),
-            "cuda": _gpu(_LINUX_SETUP + " nvidia-cuda-toolkit"),
-            "vulkan": _gpu(_LINUX_SETUP + " libvulkan-dev glslc"),
+            "cuda": CiBackend(_CUDA_SETUP, _NOT_SEEN_CUDA, _NO_NVIDIA_GPU),
+            # lavapipe runs on the runner's CPU: the Vulkan job runs every gate there too
+            "vulkan": CiBackend(
+                " ".join((_LINUX_SETUP, *GPU_BACKEND_APT["vulkan"])), _NOT_SEEN_UBUNTU_VULKAN
+            ),
         },
     ),
     Platform(
@@ -481,8 +527,8 @@ _PLATFORMS: tuple[Platform, ...] = (
         ci_host="linux-x86_64",
         ci={
             "cpu": CiBackend(_LINUX_SETUP + " g++-mingw-w64-x86-64 wine64"),
-            "cuda": _gpu(),
-            "vulkan": _gpu(),
+            "cuda": _gpu(why=_NOT_BUILT_WINDOWS_GPU),
+            "vulkan": _gpu(why=_NOT_BUILT_WINDOWS_GPU),
         },
     ),
     Platform(
@@ -596,9 +642,9 @@ def apt_packages_for(host: str) -> tuple[str, ...]:
     """Debian/Ubuntu packages that let a ``host`` machine build every platform it can build and
     run every platform it can emulate (what the test suite needs)."""
     found = {p for plat in _PLATFORMS for p in plat.apt_packages(host)}
-    for backend, platforms in GPU_BACKEND_BUILDS.items():
-        if host in platforms:  # built on its own machine
-            found.update(GPU_BACKEND_APT[backend])
+    for backend, packages in GPU_BACKEND_APT.items():
+        if host in GPU_BACKEND_BUILDS[backend]:  # built on its own machine
+            found.update(packages)
     return tuple(sorted(found))
 
 

@@ -12,7 +12,7 @@ from typing import Any
 _cffi: Any = importlib.import_module("cffi")
 
 # sha256 of the declarations; a compiled API-mode module must have been built from the same.
-CDEF_IDENTITY = "8d5f5d0cd25621ba0dfb9a2f70358d60c403e2ba1ddb4494a58e76842882627b"
+CDEF_IDENTITY = "ccfe7a93e2fcc61f7cf94046763cb302699818af53d49483ab9bb31a219bbc1e"
 CDEF: str = resources.files(__package__).joinpath("cdef.h").read_text(encoding="utf-8")
 ffi: Any = _cffi.FFI()
 ffi.cdef(CDEF)

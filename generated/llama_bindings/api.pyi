@@ -454,6 +454,7 @@ class llama_mtp_stats:
     n_drafted: int
     n_accepted: int
     n_steps: int
+    n_backend_sampled: int
 
 class llama_opt_params:
     """C ``struct llama_opt_params`` (llama.h)."""
@@ -5049,7 +5050,8 @@ class LlamaMtpLibrary:
     def llama_mtp_get_stats(self, mtp: CData, stats: CData, /) -> int:
         """``enum llama_mtp_status llama_mtp_get_stats(const struct llama_mtp * mtp, struct llama_mtp_stats * stats)`` (llama_mtp.h)
 
-        Copy the counters into *stats; stats->struct_size must be set by the caller.
+        Copy the counters into *stats; stats->struct_size must be set by the caller (at least up to
+        n_steps; fields past the caller's struct_size are not written).
         """
 
     def llama_mtp_last_error(self) -> CData:

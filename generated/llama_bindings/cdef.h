@@ -883,6 +883,7 @@ struct llama_mtp_stats {
     uint64_t n_drafted;
     uint64_t n_accepted;
     uint64_t n_steps;
+    uint64_t n_backend_sampled;
 };
 typedef bool (*llama_opt_param_filter)(const struct ggml_tensor *, void *);
 struct llama_opt_params {

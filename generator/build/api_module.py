@@ -115,9 +115,11 @@ def build_api_module(
     work: Path,
     env: dict[str, str],
     libraries: list[str],
+    label: str = "",
 ) -> dict[str, Any]:
     """Compile the module into ``platform_dir/lib``, linked to ``libraries`` (stems, all built);
-    returns its build-info record."""
+    returns its build-info record. ``label`` names the build in progress lines (default
+    ``build <platform>``)."""
     lib_dir = platform_dir / "lib"
     exported = exported_functions_of(
         [(lib_dir / plat.library_file(stem)).resolve() for stem in libraries]
@@ -144,9 +146,10 @@ def build_api_module(
         *(f"-l{name}" for name in libraries),
         "-Wl,-rpath,$ORIGIN",
     ]
-    run_step(f"build {plat.name}: API-mode module", argv, work / "compile.log", env)
+    step = f"{label or f'build {plat.name}'}: API-mode module"
+    run_step(step, argv, work / "compile.log", env)
     if not out.is_file():
-        raise BuildError(f"build {plat.name}: API-mode module", work / "compile.log", "no output")
+        raise BuildError(step, work / "compile.log", "no output")
     return {
         "status": "built",
         "file": f"lib/{out.name}",

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,7 @@ from generator.platforms import (
     GPU_BACKEND_BUILDS,
     Platform,
     Toolchain,
+    builds_backend,
     gate_key,
     get_platform,
     host_toolchain,
@@ -90,10 +92,11 @@ def check_backend_buildable(plat: Platform, backend: str) -> None:
     if backend not in plat.backends:
         have = ", ".join(plat.backends)
         raise UsageError(f"{plat.name} has no {backend} backend (it has: {have})")
-    if backend != "cpu" and plat.name not in GPU_BACKEND_BUILDS.get(backend, ()):
+    if not builds_backend(plat.name, backend):
         built = "; ".join(f"{b}: {', '.join(p)}" for b, p in sorted(GPU_BACKEND_BUILDS.items()))
+        why = plat.ci[backend].experimental
         raise UsageError(
-            f"{plat.name}/{backend} is not built by llama-bindgen yet (GPU builds: {built})"
+            f"{plat.name}/{backend} is not built by llama-bindgen yet ({why}; GPU builds: {built})"
         )
 
 
@@ -103,16 +106,46 @@ def backend_missing_tools(backend: str) -> str:
         from generator.build.vulkan import missing_tools
 
         return missing_tools()
+    if backend == "cuda" and cuda_compiler() is None:
+        return (
+            "a CUDA build needs nvcc (NVIDIA's CUDA toolkit; Debian and Ubuntu package it as "
+            "nvidia-cuda-toolkit): none on PATH or in /usr/local/cuda/bin"
+        )
+    if backend == "metal" and sys.platform != "darwin":
+        return (
+            "a Metal build needs macOS (Apple clang with the Metal framework and SDK); the "
+            "release workflow's macOS jobs build it"
+        )
     return ""
 
 
-def backend_cmake_options(backend: str) -> dict[str, str]:
-    """The CMake options of a backend's build (the CPU backend is always built)."""
+def cuda_compiler() -> Path | None:
+    """nvcc on PATH, else in CUDA's default install folder."""
+    found = shutil.which("nvcc")
+    if found is not None:
+        return Path(found)
+    default = Path("/usr/local/cuda/bin/nvcc")
+    return default if default.is_file() else None
+
+
+def backend_cmake_options(plat: Platform, backend: str) -> dict[str, str]:
+    """The CMake options of a backend's build (the CPU backend is always built). On macOS ggml
+    turns Metal on by default: a CPU build turns it off, so that it is what it says."""
+    options: dict[str, str] = {}
+    if plat.system == "Darwin":
+        options["GGML_METAL"] = "ON" if backend == "metal" else "OFF"
+        if backend == "metal":  # the shaders inside the library: nothing to ship beside it
+            options["GGML_METAL_EMBED_LIBRARY"] = "ON"
     if backend == "vulkan":
         from generator.build.vulkan import vulkan_include_dir
 
-        return {"GGML_VULKAN": "ON", "Vulkan_INCLUDE_DIR": str(vulkan_include_dir())}
-    return {}
+        options |= {"GGML_VULKAN": "ON", "Vulkan_INCLUDE_DIR": str(vulkan_include_dir())}
+    if backend == "cuda":
+        compiler = cuda_compiler()
+        options["GGML_CUDA"] = "ON"
+        if compiler is not None:
+            options["CMAKE_CUDA_COMPILER"] = str(compiler)
+    return options
 
 
 def default_out_dir(tree: Tree) -> Path:
@@ -220,6 +253,7 @@ def _api_module_record(plan: _Plan, mtp: MtpSupport, libraries: dict[str, str]) 
             plan.bdir / "api",
             plan.environment(),
             linked,
+            label=plan.label,
         )
         libraries[record["file"]] = file_sha256(platform_dir / record["file"])
     else:
@@ -326,6 +360,9 @@ def _plan(
         raise UsageError(f"--jobs must be at least 1, got {jobs}")
     plat = get_platform(platform_name)
     check_backend_buildable(plat, backend)
+    why = backend_missing_tools(backend)
+    if why:
+        raise UsageError(f"{gate_key(plat.name, backend)}: {why}")
     tree = tree_or_root if isinstance(tree_or_root, Tree) else Tree.read(tree_or_root)
     llama_license(tree.root)  # shipped with the build: refuse a tree without one before building
     toolchain = host_toolchain(plat)
@@ -399,7 +436,7 @@ def _configure_command(plan: _Plan) -> _Configure:
     options.update(toolchain.cmake_options)
     options["LLAMA_MTP_LLAMA_COMMIT"] = tree.commit
     options["LLAMA_MTP_SINGLE_NEXTN_ARCHS"] = ",".join(single_nextn_architectures(tree.root))
-    options.update(backend_cmake_options(plan.backend))
+    options.update(backend_cmake_options(plan.plat, plan.backend))
     abi_path = bdir / "abi" / ABI_SOURCE
     abi_path.parent.mkdir(parents=True, exist_ok=True)
     abi_path.write_text(plan.abi_source, encoding="utf-8")

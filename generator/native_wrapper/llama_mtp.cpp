@@ -143,7 +143,9 @@ bool has_nextn_tensors(const llama_model * model) {
 
 // Smallest struct_size this library accepts (every field of ABI version 1).
 constexpr uint32_t k_params_min_size = sizeof(llama_mtp_params);
-constexpr uint32_t k_stats_min_size = sizeof(llama_mtp_stats);
+// The first release's llama_mtp_stats ended after n_steps; later fields are written only to
+// callers whose struct_size covers them.
+constexpr uint32_t k_stats_min_size = offsetof(llama_mtp_stats, n_backend_sampled);
 
 }  // namespace
 
@@ -305,6 +307,10 @@ llama_mtp_status do_draft(llama_mtp * mtp, llama_seq_id seq_id, llama_token id_l
     dp.result = &st.draft;
     common_speculative_draft(mtp->spec);
     dp.drafting = false;
+    // The draft context's last decode was the draft's own: when llama.cpp sampled it on the
+    // backend (backend_sampling, and the chain could be offloaded), it kept the candidates there.
+    const bool backend_sampled =
+        !st.draft.empty() && llama_get_sampled_candidates_count_ith(mtp->ctx_dft, -1) > 0;
 
     // The draft context now holds KV for [pos0, ...) written while drafting; the verification
     // batch will be mirrored there, so drop it.
@@ -315,6 +321,7 @@ llama_mtp_status do_draft(llama_mtp * mtp, llama_seq_id seq_id, llama_token id_l
     if (st.pending > 0) {
         mtp->stats.n_drafts += 1;
         mtp->stats.n_drafted += (uint64_t) st.pending;
+        mtp->stats.n_backend_sampled += backend_sampled ? 1 : 0;
     }
     return LLAMA_MTP_STATUS_OK;
 }
@@ -942,7 +949,7 @@ llama_mtp_status llama_mtp_get_stats(const llama_mtp * mtp, llama_mtp_stats * st
                         "llama_mtp_get_stats: struct_size " + std::to_string(size) +
                             " is smaller than " + std::to_string(k_stats_min_size));
         }
-        std::memcpy(stats, &mtp->stats, sizeof(mtp->stats));
+        std::memcpy(stats, &mtp->stats, std::min<size_t>(size, sizeof(mtp->stats)));
         stats->struct_size = size;
         return ok();
     });

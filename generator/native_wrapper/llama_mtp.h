@@ -78,6 +78,10 @@ struct llama_mtp_stats {
     uint64_t n_drafted;        /* tokens drafted */
     uint64_t n_accepted;       /* drafted tokens accepted */
     uint64_t n_steps;          /* accepted verification steps (accept or step calls) */
+    /* Drafts whose tokens the backend sampled (params.backend_sampling, and llama.cpp took the
+     * draft sampler onto the draft context's output device): 0 when sampling ran on the CPU.
+     * Added after the first release: a caller whose struct_size ends before it is not written. */
+    uint64_t n_backend_sampled;
 };
 
 /* Version of this ABI (LLAMA_MTP_ABI_VERSION of the built library). */
@@ -181,7 +185,8 @@ LLAMA_MTP_API enum llama_mtp_status llama_mtp_step(
         int32_t      capacity,
         int32_t    * n_tokens);
 
-/* Copy the counters into *stats; stats->struct_size must be set by the caller. */
+/* Copy the counters into *stats; stats->struct_size must be set by the caller (at least up to
+ * n_steps; fields past the caller's struct_size are not written). */
 LLAMA_MTP_API enum llama_mtp_status llama_mtp_get_stats(
         const struct llama_mtp * mtp, struct llama_mtp_stats * stats);
 

@@ -1,18 +1,18 @@
 """The CI release matrix, read from the platform registry (:mod:`generator.platforms`).
 
-One job per platform and backend that ``llama-bindgen build`` implements. Each job runs on the
-platform's runner: it installs what the platform needs there (``setup``), builds, runs the
-platform's gates (``nox -s gates``) and records them. ``experimental`` (with its reason) marks a
-job whose build path has never run where we can see it: it may fail without failing the workflow.
-``smoke_not_run`` says why the smoke gate cannot run on the runner (it is then recorded
-``not-run``, and the platform is not released).
+One job per platform and backend that ``llama-bindgen build`` builds (``builds_backend``). Each
+job runs on the platform's runner: it installs what the platform needs there (``setup``),
+builds, runs the platform's gates (``nox -s gates``) and records them. ``experimental`` (with
+its reason) marks a job whose build path has never run where we can see it: it may fail without
+failing the workflow. ``smoke_not_run`` says why the smoke gate cannot run on the runner (it is
+then recorded ``not-run``, and the platform is not released).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from generator.platforms import CI_BACKENDS, PLATFORMS
+from generator.platforms import PLATFORMS, builds_backend
 
 # The GitHub-hosted runner that runs the test suite, and gathers, verifies and publishes.
 PUBLISH_RUNNER = "ubuntu-24.04"
@@ -38,7 +38,7 @@ def ci_jobs() -> list[CiJob]:
     for name in sorted(PLATFORMS):
         plat = PLATFORMS[name]
         for backend in plat.backends:
-            if backend not in CI_BACKENDS:
+            if not builds_backend(name, backend):
                 continue
             ci = plat.ci[backend]
             jobs.append(

@@ -33,6 +33,13 @@ from pathlib import Path
 from typing import Any
 
 from generator.platforms import CannotRunError, Execution, Platform, execution_here, get_platform
+from generator.smoke.devices import (
+    ALL_LAYERS,
+    DEVICE_PREFIX,
+    absent_device_reason,
+    device_environment,
+    driver_missing_reason,
+)
 
 DRIVER = Path(__file__).resolve().with_name("driver.py")
 C_DRIVER = Path(__file__).resolve().with_name("mtp_smoke.c")
@@ -264,31 +271,15 @@ def check_results(
     return checks, rows
 
 
-ALL_LAYERS = 999  # n_gpu_layers: more than any test model has, so every layer is offloaded
-LAVAPIPE_ICD = Path("/usr/share/vulkan/icd.d/lvp_icd.x86_64.json")
 _OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
-_MODEL_BUFFER = re.compile(r"\b(Vulkan\d+|CUDA\d+|Metal\w*) model buffer size")
-
-
-def device_environment(backend: str) -> tuple[dict[str, str], str]:
-    """Environment for a GPU backend's driver, and words for the progress line. Vulkan: unless
-    ``VK_ICD_FILENAMES`` names a driver already, Mesa's lavapipe (a Vulkan device on the CPU);
-    ggml skips CPU-type Vulkan devices unless ``GGML_VK_VISIBLE_DEVICES`` names them."""
-    if backend != "vulkan":
-        return {}, ""
-    if os.environ.get("VK_ICD_FILENAMES"):
-        return {}, " (VK_ICD_FILENAMES as set)"
-    return (
-        {"VK_ICD_FILENAMES": str(LAVAPIPE_ICD), "GGML_VK_VISIBLE_DEVICES": "0"},
-        " on Mesa's lavapipe",
-    )
+_MODEL_BUFFER = re.compile(r"\b(Vulkan\d+|CUDA\d+|MTL\d+\w*) model buffer size")
 
 
 def offload_checks(backend: str, data: dict[str, Any], stderr: str) -> tuple[list[Check], str]:
     """Did the models run on the backend's device? llama.cpp's own load log must say every
     layer was offloaded and the weights sit in that device's buffer (so a silent CPU fallback
     fails), and ggml must list the device. Returns the checks and the device's description."""
-    prefix = {"vulkan": "Vulkan", "cuda": "CUDA", "metal": "Metal"}[backend]
+    prefix = DEVICE_PREFIX[backend]
     devices = [d for d in data.get("devices", []) if str(d.get("name", "")).startswith(prefix)]
     described = "; ".join(f"{d['name']}: {d['description']}" for d in devices) or "no device"
     checks = [Check(f"a {prefix} device is present", bool(devices), described)]
@@ -301,6 +292,27 @@ def offload_checks(backend: str, data: dict[str, Any], stderr: str) -> tuple[lis
         Check(f"model weights in a {prefix} buffer", bool(buffers), ", ".join(sorted(buffers)))
     )
     return checks, described
+
+
+def _device_absent(
+    backend: str,
+    command: list[str],
+    plan: dict[str, Any],
+    bindings_parent: Path,
+    work: Path,
+    env: dict[str, str],
+) -> str | None:
+    """Why a GPU backend's device is not here (None: it is, or the backend is cpu): its driver
+    library is missing, or the driver run without models lists no device of the backend."""
+    if backend == "cpu":
+        return None
+    why = driver_missing_reason(backend)
+    if why is not None:
+        return why
+    data, _diagnostic = run_driver(command, plan, bindings_parent, work, env)
+    if data is None or not data.get("ok"):
+        return None  # the real run fails with the diagnostic
+    return absent_device_reason(backend, list(data.get("devices", [])))
 
 
 def run_smoke(
@@ -331,12 +343,17 @@ def run_smoke(
         "n_ctx": 512,
         "draft_token_max": draft_token_max,
         "n_gpu_layers": 0 if backend == "cpu" else ALL_LAYERS,
-        "models": _models(work, model),
+        "models": [],
     }
     if backend != "cpu" and not run.python:
         return SmokeReport(platform, NOT_RUN, f"the {backend} smoke runs the Python driver only")
+    env, device_note = device_environment(backend)
     if run.python:
-        env, device_note = device_environment(backend)
+        absent = _device_absent(backend, command, plan, bindings_parent, work, env)
+        if absent:
+            return SmokeReport(platform, NOT_RUN, absent, runner)
+    plan["models"] = _models(work, model)
+    if run.python:
         _progress(platform, f"running the Python driver {runner}{device_note}")
         data, diagnostic = run_driver(command, plan, bindings_parent, work, env)
         refusal = PYTHON_REFUSAL

@@ -12,6 +12,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "llama.h"
@@ -342,6 +343,17 @@ static void model_cases(const char * agree_path, const char * plain_path, const 
     printf("INFO stats %llu %llu %llu %llu\n", (unsigned long long) stats.n_drafts,
            (unsigned long long) stats.n_drafted, (unsigned long long) stats.n_accepted,
            (unsigned long long) stats.n_steps);
+    printf("INFO backend_sampled %llu\n", (unsigned long long) stats.n_backend_sampled);
+    /* a caller built against the first release's struct (it ended after n_steps) */
+    struct llama_mtp_stats v1_stats;
+    memset(&v1_stats, 0xAB, sizeof(v1_stats));
+    v1_stats.struct_size = (uint32_t) offsetof(struct llama_mtp_stats, n_backend_sampled);
+    report("get_stats_v1_struct", llama_mtp_get_stats(h, &v1_stats));
+    unsigned char untouched[sizeof(v1_stats.n_backend_sampled)];
+    memset(untouched, 0xAB, sizeof(untouched));
+    printf("INFO v1_stats_tail_untouched %d\n",
+           memcmp(&v1_stats.n_backend_sampled, untouched, sizeof(untouched)) == 0 &&
+               v1_stats.n_steps == stats.n_steps);
     struct llama_mtp_stats old_stats;
     old_stats.struct_size = 4;
     report("get_stats_old_struct", llama_mtp_get_stats(h, &old_stats));

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from generator.build import vulkan
+from generator.build import native, vulkan
 from generator.build.cmake_driver import run_step
 from generator.build.native import build_dir_for, build_native
 from generator.errors import UsageError
@@ -19,8 +19,9 @@ from generator.sources.tree import Tree
     ("platform", "backend", "said"),
     [
         ("linux-x86_64", "metal", "has no metal backend"),
-        ("windows-x86_64", "vulkan", "not built by llama-bindgen yet"),
-        ("linux-x86_64", "cuda", "not built by llama-bindgen yet"),
+        ("windows-x86_64", "vulkan", "not built by llama-bindgen yet.*MinGW"),
+        ("linux-aarch64", "vulkan", "not built by llama-bindgen yet"),
+        ("macos-x86_64", "metal", "not built by llama-bindgen yet.*Intel Macs"),
     ],
 )
 def test_a_backend_that_is_not_built_is_refused_before_anything_runs(
@@ -28,6 +29,35 @@ def test_a_backend_that_is_not_built_is_refused_before_anything_runs(
 ) -> None:
     with pytest.raises(UsageError, match=said):
         build_native(tmp_path / "no-tree", platform, backend=backend)
+
+
+def test_a_cuda_build_without_nvcc_is_refused_before_anything_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(native, "cuda_compiler", lambda: None)
+    with pytest.raises(UsageError, match="linux-x86_64-cuda: a CUDA build needs nvcc"):
+        build_native(tmp_path / "no-tree", "linux-x86_64", backend="cuda")
+
+
+def test_a_metal_build_needs_a_mac(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(native.sys, "platform", "linux")
+    with pytest.raises(UsageError, match="macos-arm64-metal: a Metal build needs macOS"):
+        build_native(tmp_path / "no-tree", "macos-arm64", backend="metal")
+
+
+def test_backend_options_say_what_the_build_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ggml turns Metal on by default on macOS: a CPU build there turns it off; a CUDA build
+    names the compiler it found."""
+    mac, linux = get_platform("macos-arm64"), get_platform("linux-x86_64")
+    assert native.backend_cmake_options(mac, "cpu") == {"GGML_METAL": "OFF"}
+    assert native.backend_cmake_options(mac, "metal") == {
+        "GGML_METAL": "ON", "GGML_METAL_EMBED_LIBRARY": "ON",
+    }  # fmt: skip
+    assert native.backend_cmake_options(linux, "cpu") == {}
+    monkeypatch.setattr(native, "cuda_compiler", lambda: Path("/opt/cuda/bin/nvcc"))
+    assert native.backend_cmake_options(linux, "cuda") == {
+        "GGML_CUDA": "ON", "CMAKE_CUDA_COMPILER": "/opt/cuda/bin/nvcc",
+    }  # fmt: skip
 
 
 def test_a_gpu_build_has_its_own_folders(tmp_path: Path) -> None:
@@ -103,3 +133,47 @@ def test_bump_gates_the_vulkan_build_by_default_when_its_tools_are_here(
     chosen, skipped = pipeline._buildable(())
     assert "linux-x86_64-vulkan" not in chosen
     assert "no-such-glslc" in skipped["linux-x86_64-vulkan"]
+
+
+def test_bump_leaves_out_the_gpu_builds_this_machine_cannot_make_and_says_why(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from generator.bump import pipeline
+
+    monkeypatch.setattr(native, "cuda_compiler", lambda: None)
+    keys = pipeline._default_keys()
+    assert {"linux-x86_64-cuda", "macos-arm64-metal"} <= set(keys)
+    chosen, skipped = pipeline._buildable(())
+    assert "linux-x86_64-cuda" not in chosen and "needs nvcc" in skipped["linux-x86_64-cuda"]
+    assert "macos-arm64-metal" not in chosen and skipped["macos-arm64-metal"]
+
+
+def test_a_gpu_smoke_without_its_device_is_not_run_with_the_reason() -> None:
+    from generator.smoke.devices import absent_device_reason
+
+    cpu = {"name": "CPU", "description": "x86_64 CPU"}
+    said = absent_device_reason("vulkan", [cpu])
+    assert said is not None and "no Vulkan device here" in said and "CPU (x86_64 CPU)" in said
+    lavapipe = {"name": "Vulkan0", "description": "llvmpipe (LLVM 15.0.6, 256 bits)"}
+    assert absent_device_reason("vulkan", [cpu, lavapipe]) is None
+    virtual = {"name": "MTL0", "description": "Apple Paravirtual device"}
+    said = absent_device_reason("metal", [virtual])
+    assert said is not None and "paravirtual GPU" in said
+    assert absent_device_reason("metal", [{"name": "MTL0", "description": "Apple M2"}]) is None
+
+
+def test_the_cuda_smoke_on_a_machine_without_nvidia_s_driver_is_not_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before any library is loaded (a CUDA build links libcuda, which only NVIDIA's driver
+    brings): the smoke says not-run and why, and runs nothing."""
+    from generator.smoke import NOT_RUN, devices, run_smoke
+
+    monkeypatch.setattr(devices.ctypes.util, "find_library", lambda name: None)
+    report = run_smoke(
+        "linux-x86_64", tmp_path / "no-libs", tmp_path / "no-bindings", tmp_path / "work",
+        backend="cuda",
+    )  # fmt: skip
+    assert report.status == NOT_RUN
+    assert "no NVIDIA driver (libcuda)" in report.reason
+    assert not (tmp_path / "work" / "driver-stderr.log").exists()

@@ -91,6 +91,7 @@ MODEL_CASES = {
     "steps": "OK",
     "get_stats": "OK",
     "get_stats_old_struct": "UNSUPPORTED_VERSION",
+    "get_stats_v1_struct": "OK",
     "reset_stats": "OK",
     "accept_freed_handle": "INVALID_ARGUMENT",
     "step_freed_handle": "INVALID_ARGUMENT",
@@ -228,4 +229,7 @@ def test_error_cases_with_models(
     n_drafts, n_drafted, n_accepted, n_steps = (int(x) for x in info["stats"].split())
     assert n_steps > 0 and n_drafts > 0 and 0 < n_accepted <= n_drafted
     assert info["stats_after_reset"].split() == ["0", "0", "0", "0"]
+    # the CPU backend takes the draft's top-k sampler: every draft was sampled there
+    assert int(info["backend_sampled"]) == n_drafts
+    assert info["v1_stats_tail_untouched"] == "1"
     assert info["greedy_identical"] == "1", "speculative steps changed greedy output"

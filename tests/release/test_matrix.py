@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from generator.cli import main
-from generator.platforms import CI_BACKENDS, PLATFORMS, apt_packages_for
+from generator.platforms import GPU_BACKEND_BUILDS, PLATFORMS, apt_packages_for
 from generator.release.ci_matrix import ci_jobs, runner_labels
 from generator.release.workflow import default_workflow_path, render_workflow
 from tests.repo import REPO_ROOT
@@ -90,8 +90,13 @@ def test_one_job_per_built_platform_and_backend() -> None:
     with its setup; the experimental flag and the smoke's not-run reason come from the registry."""
     text = render_workflow()
     entries = _job_entries(text)
-    expected = {(p.name, b) for p in PLATFORMS.values() for b in p.backends if b in CI_BACKENDS}
+    expected = {(p.name, "cpu") for p in PLATFORMS.values()}
+    expected |= {(name, b) for b, names in GPU_BACKEND_BUILDS.items() for name in names}
     assert set(entries) == expected == {(j.platform, j.backend) for j in ci_jobs()}
+    # the GPU jobs: Vulkan (lavapipe on the runner), CUDA on Linux, Metal on Apple silicon
+    assert {("linux-x86_64", "vulkan"), ("linux-x86_64", "cuda"), ("macos-arm64", "metal")} <= (
+        set(entries)
+    )
     for job in ci_jobs():
         plat = PLATFORMS[job.platform]
         entry = entries[(job.platform, job.backend)]
