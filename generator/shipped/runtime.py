@@ -374,7 +374,8 @@ TokenCallback = Callable[[int, str], None]
 class Stream:
     """The text of one generation, piece by piece (:meth:`Context.stream`): iterate it for the
     pieces (joined, they are ``result.text``); ``result`` is set once it is exhausted. Closing
-    it (or leaving a ``with`` block, or breaking out and dropping it) ends the generation."""
+    it (or leaving a ``with`` block, or breaking out and dropping it) ends the generation. The
+    context generates only while the stream is read: the metrics' times include the reader's."""
 
     def __init__(self, steps: Generator[str, None, GenerationResult]) -> None:
         self._steps = steps
@@ -836,6 +837,8 @@ class Context:
 
     def _steps(self, plan: _Plan) -> Generator[str, None, GenerationResult]:
         """The generation: yields released text after every step, returns the result."""
+        if self._busy:  # a stream made earlier may have started since this one was checked
+            raise LlamaRuntimeError("the context is generating already (a stream is open)")
         self._busy = True
         sampler = plan.sampler
         cancel = plan.cancel

@@ -172,3 +172,18 @@ def test_stream_checks_its_arguments_at_once(
                 ctx.stream([1, 2], max_tokens=-1)
             with pytest.raises(TypeError, match="max_token"):
                 ctx.stream([1, 2], max_token=3)
+
+
+def test_two_streams_made_before_either_is_read(
+    runtime: Any, libs: Any, models: dict[str, Path]
+) -> None:
+    with runtime.Model(models["agree"], libs=libs) as model:
+        with runtime.Context(model, n_ctx=128) as ctx:
+            first = ctx.stream([10, 11, 12], max_tokens=4)
+            second = ctx.stream([20, 21], max_tokens=4)
+            head = next(first)
+            with pytest.raises(runtime.LlamaRuntimeError, match="generating already"):
+                next(second)
+            text = head + "".join(first)
+    assert first.result is not None and len(first.result.tokens) == 4
+    assert text == first.result.text
