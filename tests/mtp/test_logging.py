@@ -7,6 +7,7 @@ import logging
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -100,3 +101,39 @@ def test_missing_model_file_says_so(runtime: Any, libs: Any, tmp_path: Path) -> 
     broken.write_bytes(b"not a gguf")
     with pytest.raises(runtime.LlamaRuntimeError, match="the file exists"):
         runtime.Model(broken, libs=libs)
+
+
+def test_callback_from_threads_never_raises(
+    runtime: Any, libs: Any, models: dict[str, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The C callback llama.cpp holds, called as C would from other threads, with pieces of lines,
+    bytes that are not UTF-8 and NULL: whole lines arrive, nothing is raised."""
+
+    runtime.set_llama_log(libs, verbose=False)
+    ffi = libs.ffi
+    holder = ffi.new("ggml_log_callback *")
+    data = ffi.new("void **")
+    libs.llama.llama_log_get(holder, data)
+    callback = holder[0]
+    assert callback != ffi.NULL
+    warn, cont = 3, 5  # GGML_LOG_LEVEL_WARN, GGML_LOG_LEVEL_CONT
+
+    def talk(n: int) -> None:
+        for i in range(50):
+            callback(warn, f"thread {n} line {i}\n".encode(), ffi.NULL)
+
+    with caplog.at_level(logging.DEBUG, logger="llama_bindings.llama_cpp"):
+        threads = [threading.Thread(target=talk, args=(n,)) for n in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        callback(warn, b"loading", ffi.NULL)
+        callback(cont, b"...", ffi.NULL)
+        callback(cont, b" done \xff\n", ffi.NULL)
+        callback(warn, ffi.NULL, ffi.NULL)
+    messages = [r.getMessage() for r in caplog.records if r.name == "llama_bindings.llama_cpp"]
+    expected = {f"thread {n} line {i}" for n in range(4) for i in range(50)}
+    assert expected <= set(messages)
+    assert messages[-1] == "loading... done \ufffd"
+    assert all(r.levelno == logging.WARNING for r in caplog.records if r.name.endswith("llama_cpp"))
