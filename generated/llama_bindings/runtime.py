@@ -4,18 +4,18 @@
 
 ::
 
-    from llama_bindings.runtime import Model, Context, SpeculativeDecoding, SpeculativeMode
+    from llama_bindings.runtime import Context, Model, Sampling
+    from llama_bindings.runtime import SpeculativeDecoding, SpeculativeMode
 
     with Model("model.gguf", load_mtp=True) as model:
         spec = SpeculativeDecoding(SpeculativeMode.DRAFT_MTP)
         with Context(model, speculative=spec) as ctx:
             result = ctx.generate("Hello", max_tokens=64, on_token=print)
             print(result.text, result.metrics.acceptance_rate)
-
-    for piece in ctx.stream("Once upon a time", max_tokens=32, stop=["\n"]):
-        print(piece, end="")  # exactly the text the result gets, stop strings never in part
-
-    reply = ctx.chat([{"role": "user", "content": "Hi"}], sampling=Sampling(temperature=0.7))
+            for piece in ctx.stream("Once upon a time", max_tokens=32, stop=["\\n"]):
+                print(piece, end="")  # exactly the result's text, stop strings never in part
+            hi = [{"role": "user", "content": "Hi"}]
+            reply = ctx.chat(hi, sampling=Sampling(temperature=0.7))  # the GGUF's template
 
 Generation is greedy unless :class:`Sampling` (or a caller's own ``llama_sampler`` chain) says
 otherwise; MTP verification samples with the same chain. Speculative decoding is off by default
