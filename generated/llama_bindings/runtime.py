@@ -758,7 +758,7 @@ class Context:
         (default: greedy); ``temperature``, ``top_k`` and ``seed`` are shorthands for its fields
         (not with ``sampling``). ``sampler``: a caller's own ``llama_sampler`` chain instead, used
         as it is (not reset, not freed; it must select a token, e.g. end with greedy or dist).
-        ``grammar``: a GBNF grammar (root rule ``root``), not with MTP. ``reuse_prefix``: keep
+        ``grammar``: a GBNF grammar (root rule ``root``). ``reuse_prefix``: keep
         the part of the context that equals the start of this prompt instead of clearing it, not
         with MTP. ``cancel``: a :class:`Cancellation`.
         """
@@ -804,8 +804,6 @@ class Context:
         if max_tokens < 0:
             raise ValueError("max_tokens must be >= 0")
         grammar = options.get("grammar")
-        if grammar is not None:
-            self._unsupported_with_mtp("a grammar")
         reuse_prefix = options.get("reuse_prefix", False)
         if reuse_prefix:
             self._unsupported_with_mtp("prompt-prefix reuse")

@@ -127,12 +127,19 @@ def test_legacy_keywords_map_onto_sampling(
         generate(runtime, libs, models["agree"], mtp=False, sampler=object(), sampling=sampling)
 
 
-def test_grammar_still_constrains(runtime: Any, libs: Any, models: dict[str, Path]) -> None:
+@pytest.mark.parametrize("mtp", [False, True])
+def test_grammar_still_constrains(
+    runtime: Any, libs: Any, models: dict[str, Path], mtp: bool
+) -> None:
+    """The grammar is a stage of the chain, so MTP verification applies it too."""
     with runtime.Model(models["agree"], libs=libs) as model:
         wanted = model.detokenize([40])
     grammar = f'root ::= "{wanted}"+'
-    result = generate(runtime, libs, models["agree"], mtp=False, max_tokens=5, grammar=grammar)
-    free = generate(runtime, libs, models["agree"], mtp=False, max_tokens=5)
+    result = generate(runtime, libs, models["agree"], mtp=mtp, max_tokens=5, grammar=grammar)
+    free = generate(runtime, libs, models["agree"], mtp=mtp, max_tokens=5)
+    if mtp:
+        plain = generate(runtime, libs, models["agree"], mtp=False, max_tokens=5, grammar=grammar)
+        assert result.tokens == plain.tokens
     assert len(result.tokens) == 5 and result.text  # the grammar's text, whatever the tokens
     assert result.text == (wanted * len(result.text))[: len(result.text)]
     assert free.text != result.text
