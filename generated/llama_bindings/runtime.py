@@ -230,26 +230,32 @@ class _LlamaLog:
         self._lock = threading.Lock()
         self._line = ""
         self._level = logging.INFO
-        self._callbacks: dict[int, Any] = {}
+        self._callbacks: dict[int, tuple[Any, Any]] = {}  # id(ffi) -> (ffi, its callback)
+        self._libraries: dict[int, Any] = {}  # id(libllama) -> libllama, held so ids stay unique
 
     def install(self, libs: Libraries, verbose: bool | None) -> None:
+        """Route the log of ``libs``' libllama (each opened library has its own logger)."""
         if verbose is not None:
             self.verbose = verbose
-        key = id(libs.ffi)
-        if key in self._callbacks:
+        ffi, llama = libs.ffi, libs.llama
+        if id(llama) in self._libraries:
             return
-        ffi = libs.ffi
+        known = self._callbacks.get(id(ffi))
+        if known is not None:
+            callback = known[1]
+        else:
 
-        def on_log(level: int, text: Any, _data: Any) -> None:
-            try:
-                if text != ffi.NULL:
-                    self._write(int(level), ffi.string(text).decode("utf-8", errors="replace"))
-            except BaseException:  # nothing may leave a callback that C calls
-                pass
+            def on_log(level: int, text: Any, _data: Any) -> None:
+                try:
+                    if text != ffi.NULL:
+                        self._write(int(level), ffi.string(text).decode("utf-8", "replace"))
+                except BaseException:  # nothing may leave a callback that C calls
+                    pass
 
-        callback = ffi.callback("void(enum ggml_log_level, const char *, void *)", on_log)
-        self._callbacks[key] = callback
-        libs.llama.llama_log_set(callback, ffi.NULL)
+            callback = ffi.callback("void(enum ggml_log_level, const char *, void *)", on_log)
+            self._callbacks[id(ffi)] = (ffi, callback)
+        self._libraries[id(llama)] = llama
+        llama.llama_log_set(callback, ffi.NULL)
 
     def _write(self, level: int, message: str) -> None:
         if self.verbose:
@@ -261,12 +267,14 @@ class _LlamaLog:
 
     def _lines(self, level: int, message: str) -> list[tuple[int, str]]:
         with self._lock:
+            done: list[tuple[int, str]] = []
             if level != self._CONT:
-                if self._line:  # a new message while a line was open: end that line
-                    message = "\n" + message
+                if self._line:  # a new message while a line was open: that line ends
+                    done.append((self._level, self._line))
+                    self._line = ""
                 self._level = self._LEVELS.get(level, logging.INFO)
-            *done, self._line = (self._line + message).split("\n")
-            return [(self._level, line) for line in done if line]
+            *lines, self._line = (self._line + message).split("\n")
+            return done + [(self._level, line) for line in lines if line]
 
 
 _LLAMA_LOG: Final = _LlamaLog()

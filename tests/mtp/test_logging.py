@@ -116,7 +116,7 @@ def test_callback_from_threads_never_raises(
     libs.llama.llama_log_get(holder, data)
     callback = holder[0]
     assert callback != ffi.NULL
-    warn, cont = 3, 5  # GGML_LOG_LEVEL_WARN, GGML_LOG_LEVEL_CONT
+    info, warn, cont = 2, 3, 5  # GGML_LOG_LEVEL_INFO, _WARN, _CONT
 
     def talk(n: int) -> None:
         for i in range(50):
@@ -132,8 +132,14 @@ def test_callback_from_threads_never_raises(
         callback(cont, b"...", ffi.NULL)
         callback(cont, b" done \xff\n", ffi.NULL)
         callback(warn, ffi.NULL, ffi.NULL)
-    messages = [r.getMessage() for r in caplog.records if r.name == "llama_bindings.llama_cpp"]
-    expected = {f"thread {n} line {i}" for n in range(4) for i in range(50)}
-    assert expected <= set(messages)
-    assert messages[-1] == "loading... done \ufffd"
-    assert all(r.levelno == logging.WARNING for r in caplog.records if r.name.endswith("llama_cpp"))
+        callback(warn, b"left open", ffi.NULL)
+        callback(info, b"next\n", ffi.NULL)  # not a continuation: the open line ends first
+    records = [(r.levelno, r.getMessage()) for r in caplog.records if r.name.endswith("llama_cpp")]
+    expected = {(logging.WARNING, f"thread {n} line {i}") for n in range(4) for i in range(50)}
+    assert expected <= set(records)
+    assert records[-3:] == [
+        (logging.WARNING, "loading... done \ufffd"),
+        (logging.WARNING, "left open"),
+        (logging.INFO, "next"),
+    ]
+    assert len(records) == 203
