@@ -20,6 +20,19 @@ Kinds:
 ``plain``
     No NextN block: the same trunk (for the same seed and sizes), which an MTP context refuses.
 
+Vocabularies (``vocabulary=``, any kind):
+
+``test``
+    llama.cpp's dummy "test" tokenizer: a token's text is its id in hex, so every piece is ASCII.
+``bytes``
+    A llama (SentencePiece) vocabulary of ``<unk>``, ``<s>``, ``</s>`` and the 256 byte-fallback
+    tokens (type BYTE), any further ids unused. The bytes follow the ASCII ones in id order, then
+    the bytes of :data:`SPLIT_TEXT` one character after another, then the rest: as the trunk
+    predicts ``tok -> tok + 1``, greedy generation after ``~`` spells those multi-byte characters
+    one byte per token. Any text tokenizes (byte fallback).
+
+``chat_template=`` writes ``tokenizer.chat_template`` (none by default).
+
 Files are deterministic: the same arguments give identical bytes. Each tensor draws its values
 from a generator seeded by ``(seed, tensor name)``, so the trunk of all three kinds is identical
 for one seed and set of sizes.
@@ -42,6 +55,11 @@ from generator.errors import UsageError
 
 ARCH: Final = "qwen35"
 KINDS: Final = ("agree", "partial", "plain")
+VOCABULARIES: Final = ("test", "bytes")
+# Multi-byte characters whose bytes (all distinct) follow each other in the ``bytes`` vocabulary.
+SPLIT_TEXT: Final = "\u00e9\u20ac\U0001f600\u0436\u4e2d"
+_BYTES_SPECIALS: Final = ("<unk>", "<s>", "</s>")
+BYTES_VOCAB_MIN: Final = len(_BYTES_SPECIALS) + 256
 WEIGHT_TYPES: Final = ("f32", "f16")
 
 # Standard deviation of the small matrices, before dividing by sqrt(fan_in).
@@ -140,33 +158,67 @@ def sizes_from(**sizes: Any) -> ModelSizes:
     return result
 
 
+@dataclass(frozen=True)
+class Tokenizer:
+    """The vocabulary (one of VOCABULARIES) and chat template a test model is written with."""
+
+    vocabulary: str = "test"
+    chat_template: str | None = None
+
+    def validate(self, vocab: int) -> None:
+        if self.vocabulary not in VOCABULARIES:
+            raise UsageError(
+                f"unknown test model vocabulary {self.vocabulary!r}; expected one of "
+                f"{', '.join(VOCABULARIES)}"
+            )
+        if self.vocabulary == "bytes" and vocab < BYTES_VOCAB_MIN:
+            raise UsageError(
+                f"the bytes vocabulary needs vocab >= {BYTES_VOCAB_MIN} (3 special and 256 byte "
+                f"tokens), got {vocab}"
+            )
+
+
 def write_test_model(
-    path: Path, kind: str, seed: int = 0, *, progress: bool = False, **sizes: Any
+    path: Path,
+    kind: str,
+    seed: int = 0,
+    *,
+    progress: bool = False,
+    vocabulary: str = "test",
+    chat_template: str | None = None,
+    **sizes: Any,
 ) -> Path:
     """Write a test model of ``kind`` (one of KINDS) to ``path`` and return the path.
 
-    ``sizes`` are ModelSizes fields. The file is written next to ``path`` and renamed into place.
+    ``sizes`` are ModelSizes fields; ``vocabulary`` is one of VOCABULARIES; ``chat_template``
+    (text) is written as ``tokenizer.chat_template``. The file is written next to ``path`` and
+    renamed into place.
     """
     if kind not in KINDS:
         raise UsageError(f"unknown test model kind {kind!r}; expected one of {', '.join(KINDS)}")
     if seed < 0:
         raise UsageError(f"seed must not be negative, got {seed}")
     shape = sizes_from(**sizes)
+    tokenizer = Tokenizer(vocabulary, chat_template)
+    tokenizer.validate(shape.vocab)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial_path = path.with_name(path.name + ".partial")
     try:
-        _write(partial_path, kind, seed, shape, progress)
+        _write(partial_path, kind, seed, shape, tokenizer, progress)
         os.replace(partial_path, path)
     finally:
         partial_path.unlink(missing_ok=True)
     return path
 
 
-def _write(path: Path, kind: str, seed: int, sizes: ModelSizes, progress: bool) -> None:
+def _write(
+    path: Path, kind: str, seed: int, sizes: ModelSizes, tokenizer: Tokenizer, progress: bool
+) -> None:
     has_mtp = kind != "plain"
     writer = gguf.GGUFWriter(path, ARCH)
     _add_metadata(writer, kind, sizes, has_mtp)
+    _add_tokenizer(writer, tokenizer, sizes.vocab)
     tensors = _TensorAdder(writer, seed, sizes.weight_type)
 
     embeddings = tensors.random("token_embd.weight", (sizes.vocab, sizes.embd), scale=1.0)
@@ -222,10 +274,37 @@ def _add_metadata(writer: gguf.GGUFWriter, kind: str, sizes: ModelSizes, has_mtp
     writer.add_file_type(
         gguf.LlamaFileType.MOSTLY_F16 if sizes.weight_type == "f16" else gguf.LlamaFileType.ALL_F32
     )
-    # The "test" vocabulary: token text is the hex id, text is hashed in chunks of 5 bytes.
-    writer.add_tokenizer_model("test")
-    writer.add_token_list([f"<t{i}>" for i in range(sizes.vocab)])
-    writer.add_token_scores([0.0] * sizes.vocab)
+
+
+def byte_order() -> list[int]:
+    """The byte values of the ``bytes`` vocabulary's byte tokens, in id order."""
+    split = list(SPLIT_TEXT.encode("utf-8"))
+    rest = [b for b in range(128, 256) if b not in split]
+    return list(range(128)) + split + rest
+
+
+def _add_tokenizer(writer: gguf.GGUFWriter, tokenizer: Tokenizer, vocab: int) -> None:
+    if tokenizer.vocabulary == "test":
+        # llama.cpp's "test" vocabulary: token text is the hex id, text is hashed in chunks of 5.
+        writer.add_tokenizer_model("test")
+        writer.add_token_list([f"<t{i}>" for i in range(vocab)])
+        writer.add_token_scores([0.0] * vocab)
+    else:
+        tokens = list(_BYTES_SPECIALS) + [f"<0x{b:02X}>" for b in byte_order()]
+        types = [gguf.TokenType.UNKNOWN, gguf.TokenType.CONTROL, gguf.TokenType.CONTROL]
+        types += [gguf.TokenType.BYTE] * 256
+        unused = vocab - len(tokens)
+        tokens += [f"<unused{i}>" for i in range(unused)]
+        types += [gguf.TokenType.UNUSED] * unused
+        writer.add_tokenizer_model("llama")
+        writer.add_token_list(tokens)
+        writer.add_token_scores([0.0] * vocab)
+        writer.add_token_types([int(t) for t in types])
+        writer.add_unk_token_id(0)
+        writer.add_bos_token_id(1)
+        writer.add_eos_token_id(2)
+    if tokenizer.chat_template is not None:
+        writer.add_chat_template(tokenizer.chat_template)
 
 
 def _add_common_block(tensors: _TensorAdder, sizes: ModelSizes, layer: int) -> None:

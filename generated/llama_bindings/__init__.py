@@ -11,7 +11,7 @@ from __future__ import annotations
 from . import constants, enums
 from ._ffi import ffi
 from .abi_guard import AbiMismatchError, BindingsAbiError, ForeignLibraryError, MissingSymbolError
-from .loader import LIB_DIR_ENV, Libraries, LibraryNotFoundError, load
+from .loader import LIB_DIR_ENV, ApiModuleError, Libraries, LibraryNotFoundError, load
 
 GENERATOR_VERSION = "0.1.0"
 LLAMA_CPP_TAG = "b11312"
@@ -25,6 +25,7 @@ __all__ = [
     "LLAMA_CPP_DIGEST",
     "LLAMA_CPP_TAG",
     "AbiMismatchError",
+    "ApiModuleError",
     "BindingsAbiError",
     "ForeignLibraryError",
     "Libraries",

@@ -4,15 +4,21 @@
 
 ::
 
-    from llama_bindings.runtime import Model, Context, SpeculativeDecoding, SpeculativeMode
+    from llama_bindings.runtime import Context, Model, Sampling
+    from llama_bindings.runtime import SpeculativeDecoding, SpeculativeMode
 
     with Model("model.gguf", load_mtp=True) as model:
         spec = SpeculativeDecoding(SpeculativeMode.DRAFT_MTP)
         with Context(model, speculative=spec) as ctx:
             result = ctx.generate("Hello", max_tokens=64, on_token=print)
             print(result.text, result.metrics.acceptance_rate)
+            for piece in ctx.stream("Once upon a time", max_tokens=32, stop=["\\n"]):
+                print(piece, end="")  # exactly the result's text, stop strings never in part
+            hi = [{"role": "user", "content": "Hi"}]
+            reply = ctx.chat(hi, sampling=Sampling(temperature=0.7))  # the GGUF's template
 
-Generation is greedy unless a temperature is given. Speculative decoding is off by default
+Generation is greedy unless :class:`Sampling` (or a caller's own ``llama_sampler`` chain) says
+otherwise; MTP verification samples with the same chain. Speculative decoding is off by default
 (``SpeculativeDecoding()``, mode ``none``): the context then decodes one token per step with
 ``llama_decode``. With mode ``draft-mtp`` it drafts with the model's multi-token-prediction (NextN)
 head through the ``llama_mtp`` wrapper, one ``llama_mtp_step`` call per verified step; greedy
@@ -21,19 +27,27 @@ output is the same token for token. Combinations the MTP path does not support r
 
 After each generation the metrics (drafted and accepted tokens, acceptance rate, steps, tokens per
 second) are logged at INFO level on the ``llama_bindings.runtime`` logger, with the llama.cpp tag
-and whether MTP was on; never with file paths.
+and whether MTP was on; never with file paths. llama.cpp's own log goes to the
+``llama_bindings.llama_cpp`` logger, one record per line (so it is quiet unless logging is set up
+to show it); ``Model(..., verbose=True)`` or :func:`set_llama_log` writes it to stderr instead, as
+llama.cpp does by itself.
 """
 
 from __future__ import annotations
 
+import codecs
 import enum
+import errno
 import logging
+import math
 import os
+import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Protocol, cast
+import types
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypedDict, Unpack, cast
 
 from ._about import LLAMA_CPP_COMMIT, MTP_API
 from ._about import LLAMA_CPP_TAG as _TAG
@@ -44,6 +58,12 @@ if TYPE_CHECKING:
 
 LLAMA_CPP_TAG: Final = _TAG or LLAMA_CPP_COMMIT[:12]
 LOGGER: Final = logging.getLogger(__name__)
+LLAMA_LOGGER: Final = logging.getLogger("llama_bindings.llama_cpp")
+LLAMA_LOGGER.addHandler(logging.NullHandler())  # silent unless the application shows it
+# on_token's token for the text still held back when a generation ends after its last token
+TAIL_TOKEN: Final = -1
+# llama_sampler_init_dist's seed that asks llama.cpp for a random one (LLAMA_DEFAULT_SEED)
+_RANDOM_SEED: Final = 0xFFFFFFFF
 
 # llama_mtp_status values (llama_mtp.h)
 _MTP_OK: Final = 0
@@ -125,6 +145,161 @@ class SpeculativeDecoding:
         return self.mode is not SpeculativeMode.NONE
 
 
+def _check(ok: bool, name: str, rule: str, value: object) -> None:
+    if not ok:
+        raise ValueError(f"Sampling.{name} must be {rule}, got {value!r}")
+
+
+def _is_real(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and not math.isnan(value)
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How each token is chosen. The default is greedy (``temperature`` 0).
+
+    With ``temperature`` > 0 the chain is top-k (``top_k``, 0: off), typical (``typical_p``, 1:
+    off), top-p (``top_p``, 1: off), min-p (``min_p``, 0: off), temperature, then a random draw
+    seeded with ``seed`` (``None``: a random seed, reported as ``GenerationResult.seed``).
+    ``logit_bias`` (token -> bias added to its logit, ``-math.inf`` bans it) and the penalties
+    (``repeat_penalty`` 1, ``frequency_penalty`` and ``presence_penalty`` 0: off; over the last
+    ``penalty_last_n`` tokens, -1: the whole context) apply in greedy mode too. Values are checked
+    here, before anything reaches llama.cpp: a ValueError names the field.
+    """
+
+    temperature: float = 0.0
+    top_k: int = 40
+    top_p: float = 1.0
+    min_p: float = 0.0
+    typical_p: float = 1.0
+    repeat_penalty: float = 1.0
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
+    penalty_last_n: int = 64
+    logit_bias: Mapping[int, float] = field(default_factory=dict)
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        real = ("temperature", "top_p", "min_p", "typical_p", "repeat_penalty")
+        for name in (*real, "frequency_penalty", "presence_penalty"):
+            value = getattr(self, name)
+            _check(_is_real(value) and math.isfinite(value), name, "a finite number", value)
+        _check(self.temperature >= 0.0, "temperature", ">= 0", self.temperature)
+        _check(0.0 < self.top_p <= 1.0, "top_p", "in (0, 1]", self.top_p)
+        _check(0.0 <= self.min_p <= 1.0, "min_p", "in [0, 1]", self.min_p)
+        _check(0.0 < self.typical_p <= 1.0, "typical_p", "in (0, 1]", self.typical_p)
+        _check(self.repeat_penalty > 0.0, "repeat_penalty", "> 0", self.repeat_penalty)
+        for name, low in (("top_k", 0), ("penalty_last_n", -1)):
+            value = getattr(self, name)
+            ok = isinstance(value, int) and not isinstance(value, bool) and value >= low
+            _check(ok, name, f"an integer >= {low}", value)
+        seed = self.seed
+        ok = seed is None or (isinstance(seed, int) and 0 <= seed < _RANDOM_SEED)
+        _check(ok, "seed", f"None or an integer in [0, {_RANDOM_SEED})", seed)
+        _check(isinstance(self.logit_bias, Mapping), "logit_bias", "a mapping", self.logit_bias)
+        for token, bias in self.logit_bias.items():
+            ok = isinstance(token, int) and not isinstance(token, bool) and token >= 0
+            _check(ok, "logit_bias", "keyed by token ids >= 0", token)
+            _check(_is_real(bias) and bias != math.inf, "logit_bias", "a number or -inf", bias)
+        object.__setattr__(self, "logit_bias", types.MappingProxyType(dict(self.logit_bias)))
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+    @property
+    def penalized(self) -> bool:
+        return (self.repeat_penalty, self.frequency_penalty, self.presence_penalty) != (
+            1.0, 0.0, 0.0,
+        )  # fmt: skip
+
+
+class _LlamaLog:
+    """Routes llama.cpp's (and ggml's) log to :data:`LLAMA_LOGGER`, or to stderr when verbose.
+
+    The C callback lives as long as the process (llama.cpp keeps the pointer), one per ffi, and
+    never raises: C calls it, from any thread. Pieces are joined into lines; a continuation
+    (GGML_LOG_LEVEL_CONT) keeps the level of the line it continues.
+    """
+
+    _LEVELS: Final = {1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNING, 4: logging.ERROR}
+    _CONT: Final = 5
+
+    def __init__(self) -> None:
+        self.verbose = False
+        self._lock = threading.Lock()
+        self._line = ""
+        self._level = logging.INFO
+        self._callbacks: dict[int, tuple[Any, Any]] = {}  # id(ffi) -> (ffi, its callback)
+        self._libraries: dict[int, Any] = {}  # id(libllama) -> libllama, held so ids stay unique
+
+    def install(self, libs: Libraries, verbose: bool | None) -> None:
+        """Route the log of ``libs``' libllama (each opened library has its own logger)."""
+        if verbose is not None:
+            self.verbose = verbose
+        ffi, llama = libs.ffi, libs.llama
+        if id(llama) in self._libraries:
+            return
+        known = self._callbacks.get(id(ffi))
+        if known is not None:
+            callback = known[1]
+        else:
+
+            def on_log(level: int, text: Any, _data: Any) -> None:
+                try:
+                    if text != ffi.NULL:
+                        self._write(int(level), ffi.string(text).decode("utf-8", "replace"))
+                except BaseException:  # nothing may leave a callback that C calls
+                    pass
+
+            callback = ffi.callback("void(enum ggml_log_level, const char *, void *)", on_log)
+            self._callbacks[id(ffi)] = (ffi, callback)
+        self._libraries[id(llama)] = llama
+        llama.llama_log_set(callback, ffi.NULL)
+
+    def _write(self, level: int, message: str) -> None:
+        if self.verbose:
+            sys.stderr.write(message)
+            sys.stderr.flush()
+            return
+        for line_level, line in self._lines(level, message):
+            LLAMA_LOGGER.log(line_level, "%s", line)
+
+    def _lines(self, level: int, message: str) -> list[tuple[int, str]]:
+        with self._lock:
+            done: list[tuple[int, str]] = []
+            if level != self._CONT:
+                if self._line:  # a new message while a line was open: that line ends
+                    done.append((self._level, self._line))
+                    self._line = ""
+                self._level = self._LEVELS.get(level, logging.INFO)
+            *lines, self._line = (self._line + message).split("\n")
+            return done + [(self._level, line) for line in lines if line]
+
+
+_LLAMA_LOG: Final = _LlamaLog()
+
+
+def set_llama_log(libs: Libraries, *, verbose: bool) -> None:
+    """Where llama.cpp's log goes, process-wide: stderr as llama.cpp writes it (``verbose``) or
+    the ``llama_bindings.llama_cpp`` logger (the default once a :class:`Model` was created)."""
+    _LLAMA_LOG.install(libs, verbose)
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    role: str
+    content: str
+
+
+ChatMessages = Sequence[ChatMessage | Mapping[str, str]]
+
+
+class ChatTemplateError(LlamaRuntimeError):
+    """No chat template (the model's GGUF has none and none was given), or llama.cpp cannot apply
+    the one given."""
+
+
 @dataclass(frozen=True)
 class GenerationMetrics:
     """What one generation did. ``steps``: target decode steps after the prompt."""
@@ -176,12 +351,14 @@ class FinishReason(enum.StrEnum):
 @dataclass(frozen=True)
 class GenerationResult:
     """``tokens``: every generated token, in order (also those of a stop sequence);
-    ``text``: their text, cut before the first stop sequence."""
+    ``text``: their text, cut before the first stop sequence (exactly what was streamed);
+    ``seed``: the seed of the random draw (``None`` when greedy or with a caller's sampler)."""
 
     tokens: tuple[int, ...]
     text: str
     finish_reason: FinishReason
     metrics: GenerationMetrics
+    seed: int | None = None
 
 
 class Cancellation:
@@ -202,6 +379,36 @@ class Cancellation:
 
 
 TokenCallback = Callable[[int, str], None]
+
+
+class Stream:
+    """The text of one generation, piece by piece (:meth:`Context.stream`): iterate it for the
+    pieces (joined, they are ``result.text``); ``result`` is set once it is exhausted. Closing
+    it (or leaving a ``with`` block, or breaking out and dropping it) ends the generation. The
+    context generates only while the stream is read: the metrics' times include the reader's."""
+
+    def __init__(self, steps: Generator[str, None, GenerationResult]) -> None:
+        self._steps = steps
+        self.result: GenerationResult | None = None
+
+    def __iter__(self) -> Iterator[str]:
+        return self
+
+    def __next__(self) -> str:
+        try:
+            return next(self._steps)
+        except StopIteration as done:
+            self.result = done.value
+            raise StopIteration from None
+
+    def close(self) -> None:
+        self._steps.close()
+
+    def __enter__(self) -> Stream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class _MtpWrapper(Protocol):
@@ -250,7 +457,9 @@ def _mtp_wrapper(libs: Libraries) -> _MtpWrapper:
 class Model:
     """A model loaded from a GGUF file. ``load_mtp``: also load the MTP (NextN) layers, which
     speculative mode draft-mtp needs. ``libs``: opened libraries (default: :func:`load` with
-    ``lib_dir``)."""
+    ``lib_dir``). ``verbose``: llama.cpp's log to stderr (True) or to the
+    ``llama_bindings.llama_cpp`` logger (False); ``None`` keeps the process-wide setting, which
+    starts as False (see :func:`set_llama_log`)."""
 
     def __init__(
         self,
@@ -260,8 +469,13 @@ class Model:
         n_gpu_layers: int = 0,
         libs: Libraries | None = None,
         lib_dir: str | os.PathLike[str] | None = None,
+        verbose: bool | None = None,
     ) -> None:
+        if not os.path.isfile(path):
+            what = "is not a file" if os.path.exists(path) else "does not exist"
+            raise FileNotFoundError(errno.ENOENT, f"the model file {what}", os.fspath(path))
         self.libs = libs if libs is not None else load(lib_dir)
+        _LLAMA_LOG.install(self.libs, verbose)
         self.ffi: Any = self.libs.ffi
         self.llama: LlamaLibrary = self.libs.llama
         self.load_mtp = load_mtp
@@ -277,7 +491,10 @@ class Model:
             params.load_mtp = True
         handle = self.llama.llama_model_load_from_file(os.fsencode(path), params)
         if handle == self.ffi.NULL:
-            raise LlamaRuntimeError(f"llama.cpp could not load the model {os.fspath(path)!r}")
+            raise LlamaRuntimeError(
+                f"llama.cpp could not load the model {os.fspath(path)!r} (the file exists; "
+                "llama.cpp's log, on the llama_bindings.llama_cpp logger, says why)"
+            )
         self._handle = handle
         self.vocab: Any = self.llama.llama_model_get_vocab(handle)
 
@@ -332,6 +549,59 @@ class Model:
     def is_end_of_generation(self, token: int) -> bool:
         return bool(self.llama.llama_vocab_is_eog(self.vocab, token))
 
+    @property
+    def chat_template(self) -> str | None:
+        """The chat template of the model's GGUF metadata (``tokenizer.chat_template``), if any."""
+        text = self.llama.llama_model_chat_template(self.handle, self.ffi.NULL)
+        if text == self.ffi.NULL:
+            return None
+        return str(self.ffi.string(text).decode("utf-8", errors="replace"))
+
+    def apply_chat_template(
+        self,
+        messages: ChatMessages,
+        *,
+        template: str | None = None,
+        add_generation_prompt: bool = True,
+    ) -> str:
+        """The prompt text for ``messages`` (``ChatMessage`` or ``{"role", "content"}`` mappings)
+        in ``template`` (a template text or a name llama.cpp knows, such as ``"chatml"``;
+        default: the model's own), with the assistant's turn opened when ``add_generation_prompt``.
+        llama.cpp recognises the template among the ones it supports; it does not run Jinja."""
+        chosen = template if template is not None else self.chat_template
+        if chosen is None:
+            raise ChatTemplateError(
+                "the model has no chat template (its GGUF metadata has no tokenizer.chat_template)"
+                ": pass template=, a template text or a name such as 'chatml'"
+            )
+        keep: list[Any] = []
+        chat = self.ffi.new("struct llama_chat_message[]", max(1, len(messages)))
+        for i, message in enumerate(messages):
+            role, content = _role_content(message)
+            keep += [
+                self.ffi.new("char[]", role.encode()),
+                self.ffi.new("char[]", content.encode()),
+            ]
+            chat[i].role, chat[i].content = keep[-2], keep[-1]
+        tmpl = chosen.encode("utf-8")
+        capacity = 2 * sum(len(c) for c in keep) + 256
+        for _ in range(2):
+            buf = self.ffi.new("char[]", capacity)
+            n = int(
+                self.llama.llama_chat_apply_template(
+                    tmpl, chat, len(messages), add_generation_prompt, buf, capacity
+                )
+            )
+            if n < 0:
+                raise ChatTemplateError(
+                    "llama.cpp does not support this chat template (it recognises the templates "
+                    "of common model families, or names such as 'chatml')"
+                )
+            if n <= capacity:
+                return bytes(self.ffi.buffer(buf, n)).decode("utf-8", errors="replace")
+            capacity = n
+        raise LlamaRuntimeError("llama_chat_apply_template failed")
+
     def close(self) -> None:
         if self._handle != self.ffi.NULL:
             self.llama.llama_model_free(self._handle)
@@ -371,6 +641,7 @@ class Context:
         self._mtp_lib: _MtpWrapper | None = None
         self._history: list[int] = []
         self._cancel: Cancellation | None = None
+        self._busy = False
         if self.speculative.enabled:
             self._mtp_lib = self._check_mtp_supported(model, n_seq_max)
         params = self.llama.llama_context_default_params()
@@ -482,32 +753,72 @@ class Context:
         self._history = list(tokens)
 
     def generate(
-        self,
-        prompt: str | Sequence[int],
-        *,
-        max_tokens: int = 128,
-        stop: Sequence[str] = (),
-        on_token: TokenCallback | None = None,
-        cancel: Cancellation | None = None,
-        temperature: float = 0.0,
-        top_k: int = 40,
-        seed: int = 0,
-        grammar: str | None = None,
-        reuse_prefix: bool = False,
+        self, prompt: str | Sequence[int], **options: Unpack[GenerateOptions]
     ) -> GenerationResult:
         """Generate up to ``max_tokens`` tokens after ``prompt`` (text or token ids).
 
-        ``on_token(token, piece)`` is called for every accepted token in order. ``stop``: stop
-        sequences (text). ``temperature`` 0 is greedy. ``grammar``: a GBNF grammar (root rule
-        ``root``), not with MTP. ``reuse_prefix``: keep the part of the context that equals the
-        start of this prompt instead of clearing it, not with MTP.
+        ``on_token(token, piece)`` is called for every accepted token in order; ``piece`` is the
+        text that token releases: UTF-8 is decoded across tokens (a character split over tokens
+        comes whole, with the token that completes it) and text that could begin a ``stop``
+        sequence is held back until it cannot; text still held when the generation ends after its
+        last token comes in one more call with token :data:`TAIL_TOKEN`. Joined, the pieces are
+        ``result.text``. ``stop``: stop sequences (text). ``sampling``: a :class:`Sampling`
+        (default: greedy); ``temperature``, ``top_k`` and ``seed`` are shorthands for its fields
+        (not with ``sampling``). ``sampler``: a caller's own ``llama_sampler`` chain instead, used
+        as it is (not reset, not freed; it must select a token, e.g. end with greedy or dist).
+        ``grammar``: a GBNF grammar (root rule ``root``). ``reuse_prefix``: keep
+        the part of the context that equals the start of this prompt instead of clearing it, not
+        with MTP. ``cancel``: a :class:`Cancellation`.
         """
+        steps = self._steps(self._plan(prompt, options))
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                return cast(GenerationResult, done.value)
+
+    def stream(self, prompt: str | Sequence[int], **options: Unpack[GenerateOptions]) -> Stream:
+        """:meth:`generate` as an iterator of text pieces (the same pieces ``on_token`` gets,
+        without the empty ones); the :class:`Stream`'s ``result`` is set at its end. Arguments
+        are checked here; the context generates as the stream is read."""
+        return Stream(self._steps(self._plan(prompt, options)))
+
+    def chat(self, messages: ChatMessages, **options: Unpack[ChatOptions]) -> GenerationResult:
+        """:meth:`generate` the assistant's reply to ``messages`` (see
+        :meth:`Model.apply_chat_template`; ``template``: default the model's own)."""
+        prompt, rest = self._chat_prompt(messages, options)
+        return self.generate(prompt, **rest)
+
+    def stream_chat(self, messages: ChatMessages, **options: Unpack[ChatOptions]) -> Stream:
+        """:meth:`chat` as a :class:`Stream`."""
+        prompt, rest = self._chat_prompt(messages, options)
+        return self.stream(prompt, **rest)
+
+    def _chat_prompt(
+        self, messages: ChatMessages, options: ChatOptions
+    ) -> tuple[list[int], GenerateOptions]:
+        """The tokens of the templated messages (special tokens parsed, as llama.cpp's chat
+        tools do), and the other options."""
+        text = self.model.apply_chat_template(messages, template=options.get("template"))
+        rest = cast(GenerateOptions, {k: v for k, v in options.items() if k != "template"})
+        return self.model.tokenize(text, parse_special=True), rest
+
+    def _plan(self, prompt: str | Sequence[int], options: GenerateOptions) -> _Plan:
+        """Check everything before anything reaches llama.cpp."""
+        unknown = sorted(set(options) - set(GenerateOptions.__annotations__))
+        if unknown:
+            raise TypeError(f"unexpected generation option(s): {', '.join(unknown)}")
+        max_tokens = options.get("max_tokens", 128)
         if max_tokens < 0:
             raise ValueError("max_tokens must be >= 0")
-        if grammar is not None:
-            self._unsupported_with_mtp("a grammar")
+        grammar = options.get("grammar")
+        reuse_prefix = options.get("reuse_prefix", False)
         if reuse_prefix:
             self._unsupported_with_mtp("prompt-prefix reuse")
+        sampler = options.get("sampler")
+        sampling = _sampling_of(options, sampler)
+        if sampling is not None:
+            self._check_logit_bias(sampling)
         if isinstance(prompt, str):
             tokens = self.model.tokenize(prompt)
         else:
@@ -516,22 +827,53 @@ class Context:
             raise ValueError("the prompt has no tokens")
         if len(tokens) >= self.n_ctx:
             raise ValueError(f"the prompt ({len(tokens)} tokens) does not fit n_ctx {self.n_ctx}")
-        sampler = self._sampler(temperature, top_k, seed, grammar)
-        self._cancel = cancel
-        if cancel is not None:
-            self.llama.llama_set_abort_callback(self._ctx, self._abort_callback, self.ffi.NULL)
+        if self._busy:
+            raise LlamaRuntimeError("the context is generating already (a stream is open)")
+        return _Plan(
+            tokens, max_tokens, tuple(options.get("stop", ())), options.get("on_token"),
+            options.get("cancel"), sampling, sampler, grammar, reuse_prefix,
+        )  # fmt: skip
+
+    def _check_logit_bias(self, sampling: Sampling) -> None:
+        n_vocab = self.model.n_vocab
+        outside = sorted(t for t in sampling.logit_bias if t >= n_vocab)
+        if outside:
+            raise ValueError(
+                f"Sampling.logit_bias names tokens outside the vocabulary [0, {n_vocab}): "
+                f"{outside[:8]}"
+            )
+
+    def _steps(self, plan: _Plan) -> Generator[str, None, GenerationResult]:
+        """The generation: yields released text after every step, returns the result."""
+        if self._busy:  # a stream made earlier may have started since this one was checked
+            raise LlamaRuntimeError("the context is generating already (a stream is open)")
+        self._busy = True
+        sampler = plan.sampler
+        cancel = plan.cancel
         try:
-            run = _Run(self, stop, on_token, cancel, max_tokens)
-            if self._mtp_lib is not None:
-                self._generate_mtp(self._mtp_lib, tokens, sampler, run)
-            else:
-                self._generate_plain(tokens, sampler, run, reuse_prefix)
-        finally:
+            if plan.sampling is not None:
+                sampler = self._build_sampler(plan.sampling, plan.grammar)
+            self._cancel = cancel
             if cancel is not None:
+                self.llama.llama_set_abort_callback(self._ctx, self._abort_callback, self.ffi.NULL)
+            run = _Run(self, plan.stop, plan.on_token, cancel, plan.max_tokens)
+            if self._mtp_lib is not None:
+                steps = self._generate_mtp(self._mtp_lib, plan.tokens, sampler, run)
+            else:
+                steps = self._generate_plain(plan.tokens, sampler, run, plan.reuse_prefix)
+            for _ in steps:
+                yield from run.take()
+            run.end_text()
+            yield from run.take()
+            seed = int(self.llama.llama_sampler_get_seed(sampler))
+        finally:
+            if cancel is not None and self._ctx != self.ffi.NULL:
                 self.llama.llama_set_abort_callback(self._ctx, self.ffi.NULL, self.ffi.NULL)
             self._cancel = None
-            self.llama.llama_sampler_free(sampler)
-        result = run.result(self.mtp_enabled, len(tokens))
+            if plan.sampler is None and sampler is not None:
+                self.llama.llama_sampler_free(sampler)
+            self._busy = False
+        result = run.result(self.mtp_enabled, len(plan.tokens), seed)
         metrics = result.metrics
         LOGGER.info(
             "generation: llama.cpp %s, mtp %s, %d prompt + %d generated tokens, %d drafted, "
@@ -543,31 +885,59 @@ class Context:
         )  # fmt: skip
         return result
 
-    def _sampler(self, temperature: float, top_k: int, seed: int, grammar: str | None) -> Any:
+    def _build_sampler(self, sampling: Sampling, grammar: str | None) -> Any:
         chain = self.llama.llama_sampler_chain_init(self.llama.llama_sampler_chain_default_params())
+        try:
+            for stage in self._stages(sampling, grammar):
+                self.llama.llama_sampler_chain_add(chain, stage)
+        except BaseException:
+            self.llama.llama_sampler_free(chain)
+            raise
+        return chain
+
+    def _stages(self, sampling: Sampling, grammar: str | None) -> Iterator[Any]:
+        """The chain's samplers, in order: constraints, then the choice of one token."""
+        llama, n_vocab = self.llama, self.model.n_vocab
+        if sampling.logit_bias:
+            biases = self.ffi.new("llama_logit_bias[]", len(sampling.logit_bias))
+            for i, (token, bias) in enumerate(sampling.logit_bias.items()):
+                biases[i].token, biases[i].bias = token, bias
+            yield llama.llama_sampler_init_logit_bias(n_vocab, len(biases), biases)
+        if sampling.penalized:
+            last_n = sampling.penalty_last_n if sampling.penalty_last_n >= 0 else self.n_ctx
+            yield llama.llama_sampler_init_penalties(
+                n_vocab, last_n, sampling.repeat_penalty, sampling.frequency_penalty,
+                sampling.presence_penalty,
+            )  # fmt: skip
         if grammar is not None:
-            grammar_sampler = self.llama.llama_sampler_init_grammar(
+            stage = llama.llama_sampler_init_grammar(
                 self.model.vocab, grammar.encode("utf-8"), b"root"
             )
-            if grammar_sampler == self.ffi.NULL:
-                self.llama.llama_sampler_free(chain)
+            if stage == self.ffi.NULL:
                 raise ValueError("llama.cpp could not parse the grammar")
-            self.llama.llama_sampler_chain_add(chain, grammar_sampler)
-        if temperature <= 0.0:
-            self.llama.llama_sampler_chain_add(chain, self.llama.llama_sampler_init_greedy())
-        else:
-            self.llama.llama_sampler_chain_add(chain, self.llama.llama_sampler_init_top_k(top_k))
-            temp = self.llama.llama_sampler_init_temp(temperature)
-            self.llama.llama_sampler_chain_add(chain, temp)
-            self.llama.llama_sampler_chain_add(chain, self.llama.llama_sampler_init_dist(seed))
-        return chain
+            yield stage
+        if sampling.greedy:
+            yield llama.llama_sampler_init_greedy()
+            return
+        if sampling.top_k > 0:
+            yield llama.llama_sampler_init_top_k(sampling.top_k)
+        if sampling.typical_p < 1.0:
+            yield llama.llama_sampler_init_typical(sampling.typical_p, 1)
+        if sampling.top_p < 1.0:
+            yield llama.llama_sampler_init_top_p(sampling.top_p, 1)
+        if sampling.min_p > 0.0:
+            yield llama.llama_sampler_init_min_p(sampling.min_p, 1)
+        yield llama.llama_sampler_init_temp(sampling.temperature)
+        yield llama.llama_sampler_init_dist(
+            sampling.seed if sampling.seed is not None else _RANDOM_SEED
+        )
 
     def _decode(self, batch: Any) -> int:
         return int(self.llama.llama_decode(self.handle, batch))
 
     def _generate_plain(
         self, tokens: list[int], sampler: Any, run: _Run, reuse_prefix: bool
-    ) -> None:
+    ) -> Iterator[None]:
         memory = self.llama.llama_get_memory(self.handle)
         keep = 0
         if reuse_prefix:
@@ -597,6 +967,7 @@ class Context:
             run.steps += 1
             if not run.emit(token):
                 return
+            yield
             if len(self._history) + 1 > self.n_ctx:
                 run.finish(FinishReason.CONTEXT_FULL)
                 return
@@ -610,7 +981,7 @@ class Context:
 
     def _generate_mtp(
         self, wrapper: _MtpWrapper, tokens: list[int], sampler: Any, run: _Run
-    ) -> None:
+    ) -> Iterator[None]:
         self._mtp_check(wrapper, wrapper.llama_mtp_seq_rm(self._mtp, 0, 0, -1), "seq_rm")
         self._mtp_check(wrapper, wrapper.llama_mtp_reset_stats(self._mtp), "reset_stats")
         self._history = []
@@ -662,6 +1033,7 @@ class Context:
             id_last = got[-1]
             if not all(run.emit(token) for token in got):
                 break
+            yield
         stats = self.ffi.new("struct llama_mtp_stats *")
         stats.struct_size = self.ffi.sizeof("struct llama_mtp_stats")
         self._mtp_check(wrapper, wrapper.llama_mtp_get_stats(self._mtp, stats), "get_stats")
@@ -684,6 +1056,18 @@ class Context:
         self.close()
 
 
+def _role_content(message: ChatMessage | Mapping[str, str]) -> tuple[str, str]:
+    if isinstance(message, ChatMessage):
+        return message.role, message.content
+    try:
+        return str(message["role"]), str(message["content"])
+    except (KeyError, TypeError):
+        raise ValueError(
+            f"a chat message is a ChatMessage or a mapping with 'role' and 'content', "
+            f"got {message!r}"
+        ) from None
+
+
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     n = 0
     for x, y in zip(a, b, strict=False):
@@ -694,7 +1078,12 @@ def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
 
 
 class _Run:
-    """Bookkeeping of one generation: tokens, text, stop sequences, cancellation, counters."""
+    """Bookkeeping of one generation: tokens, text, stop sequences, cancellation, counters.
+
+    Text is decoded incrementally; what is released (to ``on_token`` and the stream) never holds
+    a partial character or the start of a stop sequence that may still complete, and it always
+    ends up equal to the result's text.
+    """
 
     def __init__(
         self,
@@ -710,7 +1099,6 @@ class _Run:
         self.cancel = cancel
         self.max_tokens = max_tokens
         self.tokens: list[int] = []
-        self.data = b""
         self.finish_reason: FinishReason | None = None if max_tokens > 0 else FinishReason.LENGTH
         self.drafted = 0
         self.accepted = 0
@@ -718,7 +1106,10 @@ class _Run:
         self.started = time.perf_counter()
         self.prompt_seconds = 0.0
         self.generation_started = self.started
-        self.cut = -1
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.text = ""  # decoded so far; cut at the stop sequence once one appears
+        self.released = 0  # characters of text released
+        self._pieces: list[str] = []  # released, not yet taken by the stream
 
     def prompt_done(self) -> None:
         self.generation_started = time.perf_counter()
@@ -744,28 +1135,66 @@ class _Run:
         if self.model.is_end_of_generation(token):
             self.finish(FinishReason.END_OF_GENERATION)
             return False
-        piece = self.model.token_bytes(token)
         self.tokens.append(token)
-        self.data += piece
-        if self.on_token is not None:
-            self.on_token(token, piece.decode("utf-8", errors="replace"))
-        if self.stop:
-            text = self.data.decode("utf-8", errors="replace")
-            hits = [i for i in (text.find(s) for s in self.stop) if i >= 0]
-            if hits:
-                self.cut = min(hits)
-                self.finish(FinishReason.STOP)
-                return False
-        if len(self.tokens) >= self.max_tokens:
+        self.text += self._decoder.decode(self.model.token_bytes(token))
+        stopped = self._scan()
+        if not stopped and len(self.tokens) >= self.max_tokens:
             self.finish(FinishReason.LENGTH)
-            return False
-        return not self.cancelled()
+        if self.finish_reason is not None:
+            self.text += self._decoder.decode(b"", final=True) if not stopped else ""
+            piece = self._release(len(self.text))
+        else:
+            piece = self._release(len(self.text) - self._held())
+        if self.on_token is not None:
+            self.on_token(token, piece)
+        return self.finish_reason is None and not self.cancelled()
 
-    def result(self, mtp: bool, prompt_tokens: int) -> GenerationResult:
+    def _scan(self) -> bool:
+        """Cut the text at the first stop sequence in it (a match starts in the unreleased
+        part: what was released could not begin one)."""
+        if not self.stop:
+            return False
+        hits = [i for i in (self.text.find(s, self.released) for s in self.stop) if i >= 0]
+        if not hits:
+            return False
+        self.text = self.text[: min(hits)]
+        self.finish(FinishReason.STOP)
+        return True
+
+    def _held(self) -> int:
+        """Length of the longest end of the text that begins some stop sequence."""
+        text = self.text
+        longest = 0
+        for stop in self.stop:
+            for n in range(min(len(stop) - 1, len(text) - self.released), longest, -1):
+                if text.endswith(stop[:n]):
+                    longest = n
+                    break
+        return longest
+
+    def _release(self, end: int) -> str:
+        piece = self.text[self.released : end]
+        if piece:
+            self.released = end
+            self._pieces.append(piece)
+        return piece
+
+    def end_text(self) -> None:
+        """After the last token: release what was held back (a partial character becomes
+        U+FFFD, as in a whole decode) in one more ``on_token`` call."""
+        if self.finish_reason is not FinishReason.STOP:
+            self.text += self._decoder.decode(b"", final=True)
+            self._scan()
+        piece = self._release(len(self.text))
+        if piece and self.on_token is not None:
+            self.on_token(TAIL_TOKEN, piece)
+
+    def take(self) -> list[str]:
+        pieces, self._pieces = self._pieces, []
+        return pieces
+
+    def result(self, mtp: bool, prompt_tokens: int, seed: int) -> GenerationResult:
         elapsed = time.perf_counter() - self.generation_started
-        text = self.data.decode("utf-8", errors="replace")
-        if self.cut >= 0:
-            text = text[: self.cut]
         metrics = GenerationMetrics(
             llama_cpp_tag=LLAMA_CPP_TAG,
             mtp=mtp,
@@ -778,4 +1207,67 @@ class _Run:
             generation_seconds=elapsed,
         )
         reason = self.finish_reason if self.finish_reason is not None else FinishReason.LENGTH
-        return GenerationResult(tuple(self.tokens), text, reason, metrics)
+        return GenerationResult(
+            tuple(self.tokens), self.text, reason, metrics, None if seed == _RANDOM_SEED else seed
+        )
+
+
+class GenerateOptions(TypedDict, total=False):
+    """Keyword arguments of :meth:`Context.generate` and :meth:`Context.stream`."""
+
+    max_tokens: int
+    stop: Sequence[str]
+    on_token: TokenCallback | None
+    cancel: Cancellation | None
+    sampling: Sampling | None
+    sampler: Any
+    temperature: float | None
+    top_k: int | None
+    seed: int | None
+    grammar: str | None
+    reuse_prefix: bool
+
+
+class ChatOptions(GenerateOptions, total=False):
+    """:class:`GenerateOptions` and ``template`` (see :meth:`Model.apply_chat_template`)."""
+
+    template: str | None
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """A checked generation request."""
+
+    tokens: list[int]
+    max_tokens: int
+    stop: tuple[str, ...]
+    on_token: TokenCallback | None
+    cancel: Cancellation | None
+    sampling: Sampling | None  # None: the caller's sampler
+    sampler: Any
+    grammar: str | None
+    reuse_prefix: bool
+
+
+def _sampling_of(options: GenerateOptions, sampler: Any) -> Sampling | None:
+    """The Sampling a request asks for (None with a caller's own sampler chain)."""
+    shorthands: dict[str, Any] = {
+        name: options.get(name)
+        for name in ("temperature", "top_k", "seed")
+        if options.get(name) is not None
+    }
+    sampling = options.get("sampling")
+    if sampler is not None:
+        if sampling is not None or shorthands or options.get("grammar") is not None:
+            raise ValueError(
+                "sampler= is a whole llama_sampler chain: not with sampling=, grammar= or "
+                f"{', '.join(shorthands) or 'temperature/top_k/seed'}"
+            )
+        return None
+    if sampling is not None:
+        if shorthands:
+            raise ValueError(
+                f"give {', '.join(shorthands)} in sampling= (a Sampling), not beside it"
+            )
+        return sampling
+    return Sampling(**shorthands)

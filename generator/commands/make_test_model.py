@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from generator.testmodel import KINDS, WEIGHT_TYPES, ModelSizes, write_test_model
+from generator.testmodel import KINDS, VOCABULARIES, WEIGHT_TYPES, ModelSizes, write_test_model
 
 # Sizes worth a command-line option; the rest keep their defaults.
 _SIZE_OPTIONS: tuple[tuple[str, str], ...] = (
@@ -56,6 +56,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=defaults.weight_type,
         help="type of the matrices; norms stay f32 (default: %(default)s)",
     )
+    parser.add_argument(
+        "--vocabulary",
+        choices=VOCABULARIES,
+        default="test",
+        help="test: llama.cpp's hex-id test tokenizer; bytes: SentencePiece byte tokens ordered so "
+        "that greedy output after '~' splits multi-byte characters over tokens (needs --vocab "
+        ">= 259) (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--chat-template",
+        dest="chat_template",
+        metavar="TEXT",
+        default=None,
+        help="write TEXT as tokenizer.chat_template (default: none)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -69,8 +84,9 @@ def run(args: argparse.Namespace) -> int:
     if big:
         print(f"writing {args.kind} test model (~{parameters:,} parameters)", file=sys.stderr)
     path = write_test_model(
-        args.out, args.kind, args.seed, progress=big, **dataclasses.asdict(shape)
-    )
+        args.out, args.kind, args.seed, progress=big, vocabulary=args.vocabulary,
+        chat_template=args.chat_template, **dataclasses.asdict(shape),
+    )  # fmt: skip
     print(path)
     return 0
 

@@ -28,7 +28,8 @@ def _generate(
         draft_token_max=int(plan["draft_token_max"]),
     )
     layers = int(plan.get("n_gpu_layers", 0))
-    with runtime.Model(path, load_mtp=mtp, libs=libs, n_gpu_layers=layers) as model:
+    # verbose: llama.cpp's log on stderr, where the host reads the offload lines
+    with runtime.Model(path, load_mtp=mtp, libs=libs, n_gpu_layers=layers, verbose=True) as model:
         with runtime.Context(model, n_ctx=int(plan["n_ctx"]), speculative=spec) as ctx:
             streamed: list[int] = []
             result = ctx.generate(

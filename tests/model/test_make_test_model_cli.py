@@ -57,3 +57,14 @@ def test_unknown_kind_is_rejected(tmp_path: Path) -> None:
     with pytest.raises(SystemExit):
         _run(["make-test-model", str(tmp_path / "m.gguf"), "--kind", "sometimes"])
     assert not (tmp_path / "m.gguf").exists()
+
+
+def test_vocabulary_and_chat_template_options(tmp_path: Path) -> None:
+    out = tmp_path / "bytes.gguf"
+    argv = ["make-test-model", str(out), "--vocabulary", "bytes", "--vocab", "259"]
+    assert _run([*argv, "--chat-template", "{{ x }}"]) == 0
+    expected = write_test_model(
+        tmp_path / "api.gguf", "agree", vocabulary="bytes", vocab=259, chat_template="{{ x }}"
+    )
+    assert out.read_bytes() == expected.read_bytes()
+    assert read_model(out).fields["tokenizer.chat_template"] == "{{ x }}"

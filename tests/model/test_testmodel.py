@@ -11,7 +11,7 @@ import numpy.typing as npt
 import pytest
 
 from generator.errors import UsageError
-from generator.testmodel import KINDS, ModelSizes, write_test_model
+from generator.testmodel import BYTES_VOCAB_MIN, KINDS, SPLIT_TEXT, ModelSizes, write_test_model
 from tests.model.conftest import ReadModel, read_model
 
 # Non-default sizes, so that a value the writer ignores or mixes up shows in the checks below.
@@ -241,3 +241,53 @@ def test_impossible_requests_are_usage_errors(
     with pytest.raises(UsageError, match=message):
         write_test_model(tmp_path / "m.gguf", kind, **sizes)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"vocabulary": "words"}, "vocabulary"),
+        ({"vocabulary": "bytes", "vocab": 258}, "vocab >= 259"),
+    ],
+)
+def test_impossible_vocabularies_are_usage_errors(
+    tmp_path: Path, options: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(UsageError, match=message):
+        write_test_model(tmp_path / "m.gguf", "agree", **options)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_bytes_vocabulary_reads_back(tmp_path: Path) -> None:
+    vocab = BYTES_VOCAB_MIN + 3
+    f = read_model(_write(tmp_path, "agree", vocabulary="bytes", vocab=vocab)).fields
+    assert f["tokenizer.ggml.model"] == "llama"
+    tokens, types = f["tokenizer.ggml.tokens"], f["tokenizer.ggml.token_type"]
+    assert len(tokens) == len(types) == len(f["tokenizer.ggml.scores"]) == vocab
+    assert len(set(tokens)) == vocab
+    assert tokens[:3] == ["<unk>", "<s>", "</s>"]
+    assert (f["tokenizer.ggml.unknown_token_id"], f["tokenizer.ggml.bos_token_id"],
+            f["tokenizer.ggml.eos_token_id"]) == (0, 1, 2)  # fmt: skip
+    byte_ids = [i for i, t in enumerate(types) if t == gguf.TokenType.BYTE]
+    assert byte_ids == list(range(3, 3 + 256))
+    values = [int(tokens[i][3:5], 16) for i in byte_ids]
+    assert sorted(values) == list(range(256))
+    assert types[-3:] == [gguf.TokenType.UNUSED] * 3
+    assert "tokenizer.chat_template" not in f
+    # after the ASCII bytes come SPLIT_TEXT's bytes, one character after another
+    split = SPLIT_TEXT.encode("utf-8")
+    assert bytes(values[128 : 128 + len(split)]) == split
+    assert len(split) > len(SPLIT_TEXT)
+
+
+def test_chat_template_is_written(tmp_path: Path) -> None:
+    text = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+    f = read_model(_write(tmp_path, "plain", chat_template=text)).fields
+    assert f["tokenizer.chat_template"] == text
+    assert f["tokenizer.ggml.model"] == "test"
+
+
+def test_default_vocabulary_is_unchanged_by_the_options(tmp_path: Path) -> None:
+    plain = _write(tmp_path, "agree", name="default")
+    same = _write(tmp_path, "agree", name="explicit", vocabulary="test", chat_template=None)
+    assert plain.read_bytes() == same.read_bytes()

@@ -55,6 +55,30 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {kind: write_test_model(folder / f"{kind}.gguf", kind, seed=0) for kind in KINDS}
 
 
+# A chatml template as model files carry it (Jinja); llama.cpp recognises it by its markers.
+CHATML_JINJA = (
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
+    "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+
+@pytest.fixture(scope="session")
+def byte_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Models with the ``bytes`` vocabulary: ``agree`` (with the chatml template in its GGUF)
+    and ``plain`` (no template)."""
+    from generator.testmodel import BYTES_VOCAB_MIN, write_test_model
+
+    folder = tmp_path_factory.mktemp("byte-models")
+    common: dict[str, Any] = {"vocabulary": "bytes", "vocab": BYTES_VOCAB_MIN}
+    return {
+        "agree": write_test_model(
+            folder / "agree.gguf", "agree", chat_template=CHATML_JINJA, **common
+        ),
+        "plain": write_test_model(folder / "plain.gguf", "plain", **common),
+    }
+
+
 def mtp_spec(runtime: Any, **options: Any) -> Any:
     return runtime.SpeculativeDecoding(runtime.SpeculativeMode.DRAFT_MTP, **options)
 

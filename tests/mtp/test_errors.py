@@ -100,11 +100,6 @@ def mtp_context(runtime: Any, libs: Any, models: dict[str, Path]) -> Any:
             yield ctx
 
 
-def test_grammar_with_mtp(runtime: Any, mtp_context: Any) -> None:
-    with pytest.raises(runtime.LlamaUnsupportedError, match="grammar"):
-        mtp_context.generate([3, 4], grammar='root ::= "a"')
-
-
 def test_more_than_one_sequence(runtime: Any, libs: Any, models: dict[str, Path]) -> None:
     with runtime.Model(models["agree"], load_mtp=True, libs=libs) as model:
         with pytest.raises(runtime.LlamaUnsupportedError, match="one sequence"):
