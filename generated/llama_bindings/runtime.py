@@ -121,13 +121,17 @@ class SpeculativeDecoding:
 
     ``draft_token_max``: most tokens per draft (>= 1; llama.cpp's own 0 would mean unlimited),
     ``draft_token_min``: drafts shorter than this are dropped, ``p_min``: stop drafting when the
-    draft head's top probability falls below it.
+    draft head's top probability falls below it. ``backend_sampling``: let llama.cpp sample the
+    drafts on the draft context's device (the GPU when its layers are offloaded); llama.cpp falls
+    back to the CPU when it cannot, and ``GenerationMetrics.backend_sampled_drafts`` counts the
+    drafts it did sample there.
     """
 
     mode: SpeculativeMode = SpeculativeMode.NONE
     draft_token_max: int = 3
     draft_token_min: int = 0
     p_min: float = 0.0
+    backend_sampling: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mode", SpeculativeMode(self.mode))
@@ -313,6 +317,8 @@ class GenerationMetrics:
     steps: int
     prompt_seconds: float
     generation_seconds: float
+    drafts: int = 0  # drafts that produced at least one token
+    backend_sampled_drafts: int = 0  # of those, sampled on the backend (backend_sampling)
 
     @property
     def acceptance_rate(self) -> float:
@@ -337,6 +343,8 @@ class GenerationMetrics:
             "acceptance_rate": self.acceptance_rate,
             "steps": self.steps,
             "tokens_per_second": self.tokens_per_second,
+            "drafts": self.drafts,
+            "backend_sampled_drafts": self.backend_sampled_drafts,
         }
 
 
@@ -695,6 +703,7 @@ class Context:
         params.n_max = self.speculative.draft_token_max
         params.n_min = self.speculative.draft_token_min
         params.p_min = self.speculative.p_min
+        params.backend_sampling = 1 if self.speculative.backend_sampling else 0
         params.n_seq = 1
         out = self.ffi.new("struct llama_mtp **")
         status = wrapper.llama_mtp_create(self._ctx, params, out)
@@ -1038,6 +1047,8 @@ class Context:
         stats.struct_size = self.ffi.sizeof("struct llama_mtp_stats")
         self._mtp_check(wrapper, wrapper.llama_mtp_get_stats(self._mtp, stats), "get_stats")
         run.drafted = int(stats.n_drafted)
+        run.drafts = int(stats.n_drafts)
+        run.backend_sampled = int(stats.n_backend_sampled)
         run.accepted = int(stats.n_accepted)
         run.steps = int(stats.n_steps)
 
@@ -1101,6 +1112,8 @@ class _Run:
         self.tokens: list[int] = []
         self.finish_reason: FinishReason | None = None if max_tokens > 0 else FinishReason.LENGTH
         self.drafted = 0
+        self.drafts = 0
+        self.backend_sampled = 0
         self.accepted = 0
         self.steps = 0
         self.started = time.perf_counter()
@@ -1201,6 +1214,8 @@ class _Run:
             prompt_tokens=prompt_tokens,
             generated_tokens=len(self.tokens),
             drafted_tokens=self.drafted,
+            drafts=self.drafts,
+            backend_sampled_drafts=self.backend_sampled,
             accepted_tokens=self.accepted,
             steps=self.steps,
             prompt_seconds=self.prompt_seconds,

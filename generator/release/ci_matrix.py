@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from generator.platforms import PLATFORMS, builds_backend
+from generator.platforms import PLATFORMS, builds_backend, gate_key
 
 # The GitHub-hosted runner that runs the test suite, and gathers, verifies and publishes.
 PUBLISH_RUNNER = "ubuntu-24.04"
@@ -27,6 +27,11 @@ class CiJob:
     setup: str
     experimental: str  # why the job may fail without failing the workflow ("" it may not)
     smoke_not_run: str  # why the smoke cannot run on the runner ("" it can)
+
+    @property
+    def key(self) -> str:
+        """The build's folder and gate record key (``gate_key``)."""
+        return gate_key(self.platform, self.backend)
 
     @property
     def artifact(self) -> str:

@@ -81,6 +81,7 @@ class SmokeReport:
     runner: str = ""
     checks: list[Check] = field(default_factory=list)
     rows: list[MetricsRow] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # recorded, not checked (backend sampling)
 
     @property
     def passed(self) -> bool:
@@ -107,6 +108,7 @@ class SmokeReport:
         for check in self.checks:
             mark = "ok  " if check.ok else "FAIL"
             lines.append(f"  {mark} {check.name}" + (f": {check.detail}" if check.detail else ""))
+        lines += [f"  note {note}" for note in self.notes]
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:
@@ -117,6 +119,7 @@ class SmokeReport:
             "runner": self.runner,
             "checks": [vars(c) for c in self.checks],
             "rows": [vars(r) for r in self.rows],
+            "notes": list(self.notes),
         }
 
 
@@ -315,6 +318,29 @@ def _device_absent(
     return absent_device_reason(backend, list(data.get("devices", [])))
 
 
+_CANNOT_OFFLOAD = re.compile(r"(cannot be offloaded to the backend|backend offload failed[^\n]*)")
+
+
+def backend_sampling_note(data: dict[str, Any], stderr: str) -> str:
+    """Whether llama.cpp sampled the MTP drafts on the backend (the wrapper's
+    ``backend_sampling``, on by default): per model, drafts sampled there of drafts made, and, when
+    it did not, the reason llama.cpp logged."""
+    counts: list[tuple[str, int, int]] = []
+    for entry in data.get("models", []):
+        metrics = entry.get("mtp", {}).get("metrics", {})
+        if "backend_sampled_drafts" in metrics:
+            counts.append(
+                (entry["name"], int(metrics["backend_sampled_drafts"]), int(metrics["drafts"]))
+            )
+    if not counts:
+        return "backend sampling: no MTP generation ran"
+    shown = ", ".join(f"{name} {on}/{made}" for name, on, made in counts)
+    if all(0 < on == made for _name, on, made in counts):
+        return f"backend sampling on: drafts sampled on the backend {shown}"
+    why = "; ".join(sorted(set(_CANNOT_OFFLOAD.findall(stderr)))) or "llama.cpp logged no reason"
+    return f"backend sampling off or partly off ({why}): drafts sampled on the backend {shown}"
+
+
 def run_smoke(
     platform: str,
     lib_dir: Path,
@@ -369,12 +395,14 @@ def run_smoke(
     if not data.get("ok"):
         return SmokeReport(platform, FAILED, f"the driver failed:\n{data.get('error', '')}", runner)
     checks, rows = check_results(data, strict_partial=model is None, refusal=refusal)
+    notes: list[str] = []
     if backend != "cpu":
         stderr = (work / "driver-stderr.log").read_text(encoding="utf-8", errors="replace")
         device_checks, device = offload_checks(backend, data, stderr)
         checks += device_checks
         runner = f"{runner}, on {device}"
+        notes.append(backend_sampling_note(data, stderr))
     status = PASSED if all(c.ok for c in checks) else FAILED
     ran_on = data.get("machine")
     where = f"{runner} on {ran_on}" if ran_on else runner
-    return SmokeReport(platform, status, "", where, checks, rows)
+    return SmokeReport(platform, status, "", where, checks, rows, notes)

@@ -141,3 +141,21 @@ def test_context_reused_across_generations(
     assert len(first.tokens) == 16
     assert second.tokens == fresh.tokens
     assert second.metrics.drafted_tokens > 0
+
+
+def test_backend_sampling_is_counted_and_can_be_turned_off(
+    runtime: Any, libs: Any, models: dict[str, Path]
+) -> None:
+    """The CPU backend takes the draft sampler (llama.cpp's backend sampling): every draft is
+    counted as sampled there; turned off, none is, and the output does not change."""
+    runs = {}
+    for on in (True, False):
+        spec = runtime.SpeculativeDecoding(runtime.SpeculativeMode.DRAFT_MTP, backend_sampling=on)
+        with runtime.Model(models["partial"], load_mtp=True, libs=libs) as model:
+            with runtime.Context(model, n_ctx=256, speculative=spec) as ctx:
+                runs[on] = ctx.generate([10, 11, 12], max_tokens=24)
+    on, off = runs[True].metrics, runs[False].metrics
+    assert on.drafts > 0 and on.backend_sampled_drafts == on.drafts
+    assert off.drafts > 0 and off.backend_sampled_drafts == 0
+    assert runs[True].tokens == runs[False].tokens
+    assert on.as_dict()["backend_sampled_drafts"] == on.backend_sampled_drafts

@@ -77,6 +77,9 @@ def test_the_mtp_smoke_passes_on_the_vulkan_device(
     assert "Vulkan0" in report.runner and "llvmpipe" in report.runner, report.runner
     names = {c.name for c in report.checks}
     assert "every model loaded with all layers offloaded" in names
+    # the wrapper's backend_sampling (on by default): llama.cpp took the draft sampler onto the
+    # draft context's device, lavapipe, for every draft
+    assert any(n.startswith("backend sampling on: ") for n in report.notes), report.notes
 
 
 def test_a_load_that_left_layers_on_the_cpu_fails_the_device_checks() -> None:

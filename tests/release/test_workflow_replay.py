@@ -1,4 +1,5 @@
-"""Replay the linux-x86_64/cpu job of the committed release workflow here, step by step.
+"""Replay the linux-x86_64 jobs (cpu, and vulkan on Mesa's lavapipe) of the committed release
+workflow here, step by step.
 
 The job's ``run:`` steps run through bash as the runner would run them: with the workflow's, the
 job's and each step's ``env`` (``${{ ... }}`` expressions resolved from the matrix entry, the
@@ -36,7 +37,7 @@ from tests.repo import REPO_ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]
 
-PLATFORM, BACKEND = "linux-x86_64", "cpu"
+PLATFORM = "linux-x86_64"
 REF = "b11312"
 EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
 COMPARISON = re.compile(r"^([\w.\-]+)\s*(==|!=)\s*'([^']*)'$")
@@ -124,21 +125,25 @@ def _setup_step(env: dict[str, str]) -> tuple[bool, str]:
     return not missing, f"not installed here: {' '.join(missing)}" if missing else ""
 
 
-def _job_and_entry() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+def _job_and_entry(backend: str) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     workflow = yaml.safe_load(default_workflow_path().read_text(encoding="utf-8"))
     job = workflow["jobs"]["build"]
     entries = [
         e
         for e in job["strategy"]["matrix"]["include"]
-        if e["platform"] == PLATFORM and e["backend"] == BACKEND
+        if e["platform"] == PLATFORM and e["backend"] == backend
     ]
-    assert len(entries) == 1, f"one {PLATFORM}/{BACKEND} job in the workflow, found {entries}"
+    assert len(entries) == 1, f"one {PLATFORM}/{backend} job in the workflow, found {entries}"
     return workflow, job, entries[0]
 
 
-def test_linux_x86_64_cpu_job_runs_here(tmp_path: Path) -> None:
-    workflow, job, entry = _job_and_entry()
-    assert not entry["experimental"], "the job the replay proves is not marked experimental"
+@pytest.mark.parametrize("backend", ["cpu", "vulkan"])
+def test_a_linux_x86_64_job_runs_here(backend: str, tmp_path: Path) -> None:
+    """The Vulkan job stays experimental: here it builds against Debian 13's headers, on the
+    runner against Ubuntu's; the commands, paths and records are the same and proven here."""
+    workflow, job, entry = _job_and_entry(backend)
+    if backend == "cpu":
+        assert not entry["experimental"], "the job the replay proves is not marked experimental"
     ctx = Context(entry)
     clone = tmp_path / "checkout"
     _copy_checkout(clone)
@@ -172,9 +177,10 @@ def test_linux_x86_64_cpu_job_runs_here(tmp_path: Path) -> None:
 
     # Every step ran (the setup one included), and the job left what the release job gathers.
     assert len(ran) == len(job["steps"]), "\n".join(log)
-    folder = clone / "native-out" / PLATFORM
+    folder = clone / "native-out" / entry["key"]
+    assert entry["key"] == (PLATFORM if backend == "cpu" else f"{PLATFORM}-{backend}")
     record = json.loads((folder / "gates.json").read_text(encoding="utf-8"))
-    assert record["platform"] == PLATFORM and record["backend"] == BACKEND
+    assert record["platform"] == PLATFORM and record["backend"] == backend
     assert set(record["gates"].values()) == {"passed"}, record
     sums = (folder / "SHA256SUMS").read_text(encoding="utf-8")
     assert "lib/libllama_mtp.so" in sums and "gates.json" in sums
