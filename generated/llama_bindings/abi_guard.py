@@ -34,13 +34,6 @@ from typing import Any
 SKIP_ENV = "LLAMA_BINDGEN_SKIP_ABI_CHECK"
 BUILD_INFO = "build-info.json"
 ABI_STEM = "llama_bindgen_abi"
-_ABI_CDEF = """
-const char *llama_bindgen_abi_commit(void);
-const char *llama_bindgen_abi_digest(void);
-size_t llama_bindgen_abi_layout_count(void);
-const char *llama_bindgen_abi_layout_key(size_t i);
-unsigned long long llama_bindgen_abi_layout_value(size_t i);
-"""
 _SHOWN = 12
 # Libraries whose every declared function must be exported (see the module docstring).
 STRICT_LIBRARIES = ("llama", "llama_mtp")
@@ -194,16 +187,15 @@ def check_libraries(
     folder: Path,
     find_library: Callable[[Path, str], Path | None],
     exporters: Mapping[str, Any],
+    ffi: Any,
 ) -> None:
     """Raise :class:`AbiMismatchError` or :class:`MissingSymbolError` unless the libraries in
     ``folder`` are the ones these bindings describe. ``exporters`` maps a manifest library name
-    (``llama``, ``ggml``, ``llama_mtp``) to the opened library (``llama_mtp`` may be missing)."""
+    (``llama``, ``ggml``, ``llama_mtp``) to the opened library (``llama_mtp`` may be missing);
+    ``ffi`` declares the ABI identity library's functions (``_ffi.ABI_GUARD_CDEF``: the bindings'
+    pre-parsed ``ffi`` does, so the guard parses nothing)."""
     if os.environ.get(SKIP_ENV) == "1":
         return
-    import importlib
-
-    cffi: Any = importlib.import_module("cffi")
-
     data = manifest()
     abi_path = find_library(folder, ABI_STEM)
     if abi_path is None:
@@ -213,11 +205,9 @@ def check_libraries(
             f"skip the check with load(check_abi=False) / {SKIP_ENV}=1",
             ["ABI identity library missing"],
         )
-    guard_ffi = cffi.FFI()
-    guard_ffi.cdef(_ABI_CDEF)
-    abi = guard_ffi.dlopen(str(abi_path))
+    abi = ffi.dlopen(str(abi_path))
     problems: list[str] = []
-    commit = guard_ffi.string(abi.llama_bindgen_abi_commit()).decode()
+    commit = ffi.string(abi.llama_bindgen_abi_commit()).decode()
     if commit != data["commit"]:
         problems.append(
             f"llama.cpp commit: libraries built from {commit}, bindings generated for "
@@ -231,7 +221,7 @@ def check_libraries(
         )
     else:
         expected = expected_layout(data["targets"][targets[0]])
-        found = library_layout(abi, guard_ffi)
+        found = library_layout(abi, ffi)
         # sizes first, then fields in the order the library lays them out
         rank = {"size": 0, "align": 1, "enum": 2}
         keys = [*found, *(k for k in expected if k not in found)]

@@ -9,7 +9,8 @@ Calls go through the compiled cffi API-mode module ``_llama_bindings_api`` when 
 folder has one built from these declarations (``llama-bindgen build`` compiles it where it can:
 calls cost a third to two thirds of ABI mode's), else through cffi's ABI mode.
 ``$LLAMA_BINDGEN_CFFI_MODE`` (or ``load(mode=...)``) chooses: ``auto`` (the default), ``api`` (the
-module is required) or ``abi``.
+module is required) or ``abi``. Either way the libraries are opened and checked through the
+bindings' ``ffi``, whose declarations come pre-parsed (``_ffi.py``), so loading parses no C.
 """
 
 from __future__ import annotations
@@ -206,7 +207,7 @@ def load(
         exporters: dict[str, Any] = {"llama": llama, "ggml": ggml}
         if mtp is not None:
             exporters["llama_mtp"] = mtp
-        check_libraries(folder, find_library, exporters)
+        check_libraries(folder, find_library, exporters, ffi)
     api = _api_module(folder, chosen)
     if api is not None:
         return Libraries(

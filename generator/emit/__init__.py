@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from generator import __version__, jsontext
-from generator.emit.cdef import Cdef, build_cdef, cdef_identity
+from generator.emit.abi_module import ABI_GUARD_CDEF, ABI_MODULE_FILE, abi_module_context
+from generator.emit.cdef import Cdef, build_cdef, cdef_identity, declarations_text
 from generator.emit.cross_abi import cross_abi_context
 from generator.emit.enums import member_names
 from generator.emit.manifest import build_manifest
@@ -139,6 +140,8 @@ def build_context(api: Interface) -> tuple[dict[str, Any], Cdef]:
         "skip_env": SKIP_ABI_CHECK_ENV,
         "cdef": cdef,
         "cdef_identity": cdef_identity(cdef),
+        "abi_guard_cdef": ABI_GUARD_CDEF,
+        "abi_module": ABI_MODULE_FILE.removesuffix(".py"),
         "api_module": API_MODULE,
         "cffi_mode_env": CFFI_MODE_ENV,
         "records": records,
@@ -172,6 +175,12 @@ def render_files(api: Interface) -> tuple[dict[str, str], Cdef]:
     context, cdef = build_context(api)
     env = environment()
     rendered = {name: env.get_template(template).render(context) for name, template in FILES}
+    # cffi's out-of-line ABI module: the declarations parsed now, not at every import
+    module_name = f"{PACKAGE_NAME}.{context['abi_module']}"
+    abi_module = abi_module_context(module_name, declarations_text(cdef))
+    rendered[ABI_MODULE_FILE] = env.get_template("bindings/_ffi_abi.py.j2").render(
+        context, **abi_module
+    )
     shipped = env.get_template("bindings/shipped.py.j2")
     for name in SHIPPED:
         source = (shipped_dir() / name).read_text(encoding="utf-8")
