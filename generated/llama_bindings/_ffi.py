@@ -16,8 +16,12 @@ from __future__ import annotations
 
 import importlib
 import warnings
-from importlib import resources
-from typing import Any
+
+# ``typing`` costs milliseconds to import and only type checkers need it (mypy takes any
+# ``TYPE_CHECKING`` as true), so it is not imported at run time.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 # sha256 of the declarations; a compiled API-mode module must have been built from the same.
 CDEF_IDENTITY = "8d5f5d0cd25621ba0dfb9a2f70358d60c403e2ba1ddb4494a58e76842882627b"
@@ -33,6 +37,8 @@ unsigned long long llama_bindgen_abi_layout_value(size_t i);
 
 def cdef_text() -> str:
     """The declarations the bindings were generated with (``cdef.h``)."""
+    from importlib import resources  # only for the in-line parse: it costs milliseconds
+
     return resources.files(__package__).joinpath("cdef.h").read_text(encoding="utf-8")
 
 
@@ -65,3 +71,9 @@ def _ffi() -> tuple[Any, str]:
 ffi: Any
 FFI_SOURCE: str
 ffi, FFI_SOURCE = _ffi()
+# What looking up a declared function that an opened library does not export raises: cffi's
+# ``ffi.error`` with the pre-parsed ``ffi`` (``AttributeError`` after an in-line parse, and for
+# names nothing declares).
+SYMBOL_ERRORS: tuple[type[Exception], ...] = (
+    (AttributeError, ffi.error) if hasattr(ffi, "error") else (AttributeError,)
+)

@@ -24,12 +24,17 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import platform
 import sys
-from collections.abc import Callable, Mapping
-from importlib import resources
 from pathlib import Path
-from typing import Any
+
+from ._ffi import SYMBOL_ERRORS, ffi
+
+# ``typing`` costs milliseconds to import and only type checkers need it (mypy takes any
+# ``TYPE_CHECKING`` as true), so it is not imported at run time.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import Any
 
 SKIP_ENV = "LLAMA_BINDGEN_SKIP_ABI_CHECK"
 BUILD_INFO = "build-info.json"
@@ -69,11 +74,8 @@ class ForeignLibraryError(BindingsAbiError):
 
 
 def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
     with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()  # one reused buffer: twice as fast
 
 
 def find_build_info(folder: Path) -> Path | None:
@@ -127,14 +129,19 @@ def check_build_files(folder: Path, paths: list[Path]) -> None:
 
 
 def manifest() -> dict[str, Any]:
-    text = resources.files(__package__).joinpath("abi_manifest.json").read_text(encoding="utf-8")
+    text = Path(__file__).with_name("abi_manifest.json").read_text(encoding="utf-8")
     data: dict[str, Any] = json.loads(text)
     return data
 
 
 def runtime_targets() -> list[str]:
     """IR target triples that describe this process's platform, best first."""
-    machine = platform.machine().lower()
+    if hasattr(os, "uname"):
+        machine = os.uname().machine.lower()
+    else:  # Windows; ``platform`` costs milliseconds to import, so only here
+        import platform
+
+        machine = platform.machine().lower()
     arm = machine in ("aarch64", "arm64")
     if sys.platform == "win32":
         return ["aarch64-pc-windows-msvc"] if arm else [
@@ -187,13 +194,12 @@ def check_libraries(
     folder: Path,
     find_library: Callable[[Path, str], Path | None],
     exporters: Mapping[str, Any],
-    ffi: Any,
 ) -> None:
     """Raise :class:`AbiMismatchError` or :class:`MissingSymbolError` unless the libraries in
     ``folder`` are the ones these bindings describe. ``exporters`` maps a manifest library name
-    (``llama``, ``ggml``, ``llama_mtp``) to the opened library (``llama_mtp`` may be missing);
-    ``ffi`` declares the ABI identity library's functions (``_ffi.ABI_GUARD_CDEF``: the bindings'
-    pre-parsed ``ffi`` does, so the guard parses nothing)."""
+    (``llama``, ``ggml``, ``llama_mtp``) to the opened library (``llama_mtp`` may be missing).
+    The identity library is read through the bindings' ``ffi``, which declares its functions
+    (``_ffi.ABI_GUARD_CDEF``), so the guard parses no C."""
     if os.environ.get(SKIP_ENV) == "1":
         return
     data = manifest()
@@ -263,6 +269,6 @@ def check_libraries(
 def _exports(library: Any, name: str) -> bool:
     try:
         getattr(library, name)
-    except AttributeError:
+    except SYMBOL_ERRORS:
         return False
     return True

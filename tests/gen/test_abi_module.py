@@ -5,19 +5,18 @@ import runs in its own process, so that what it loads is its own."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from generator.emit import PACKAGE_NAME
 from generator.emit.abi_module import ABI_GUARD_CDEF, ABI_MODULE_FILE, abi_module_source
+from tests.bindings_process import run_json
 from tests.repo import REPO_ROOT
 
 PACKAGE = REPO_ROOT / "generated" / PACKAGE_NAME
@@ -66,22 +65,8 @@ print(json.dumps({
 BLOCK_MODULE = f"import sys\nsys.modules[{MODULE_NAME!r}] = None\n"
 
 
-def _python(code: str, path: Path, **env: str) -> str:
-    proc = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        cwd=path,
-        env={**os.environ, "PYTHONPATH": str(path), **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
-
-
 def _import(package_parent: Path, before: str = "") -> dict[str, object]:
-    out: dict[str, object] = json.loads(_python(before + IMPORT, package_parent).splitlines()[-1])
-    return out
+    return run_json(before + IMPORT, package_parent)
 
 
 def test_emitted_module_is_the_same_bytes_in_every_process(tmp_path: Path) -> None:
