@@ -13,7 +13,7 @@ so that every timed process imports from bytecode, as an installed package does.
 
 from __future__ import annotations
 
-import json
+import ast
 import os
 import subprocess
 import sys
@@ -28,9 +28,10 @@ from bench.stats import Series, log, ratio_series
 CALL = "llama_max_devices"
 PEER = "llama_cpp_python"
 START = "python_start"
-# Cases and what each process runs; its last stdout line is a JSON object.
+# What each process runs; its last stdout line is a dict literal (``repr``: importing json in the
+# measured process would add the harness's own cost to both sides).
 _OURS = """
-import json, sys, time
+import sys, time
 t0 = time.perf_counter()
 {before}import llama_bindings
 t1 = time.perf_counter()
@@ -38,7 +39,7 @@ libs = llama_bindings.load(sys.argv[1], mode=sys.argv[2])
 t2 = time.perf_counter()
 n = int(libs.llama.{call}())
 t3 = time.perf_counter()
-print(json.dumps({"import_s": t1 - t0, "load_s": t2 - t1, "call_s": t3 - t2, "result": n,
+print(repr({"import_s": t1 - t0, "load_s": t2 - t1, "call_s": t3 - t2, "result": n,
                   "mode": libs.mode, "ffi": llama_bindings._ffi.FFI_SOURCE.split(":")[0]}))
 """
 _BLOCK = (
@@ -46,15 +47,15 @@ _BLOCK = (
     'sys.modules["llama_bindings._ffi_abi"] = None  # the in-line fallback\n'
 )
 _PEER = """
-import json, time
+import time
 t0 = time.perf_counter()
 import llama_cpp
 t1 = time.perf_counter()
 n = int(llama_cpp.{call}())
 t2 = time.perf_counter()
-print(json.dumps({"import_s": t1 - t0, "call_s": t2 - t1, "result": n}))
+print(repr({"import_s": t1 - t0, "call_s": t2 - t1, "result": n}))
 """
-_START = """print('{"result": null}')"""
+_START = """print("{'result': None}")"""
 METHOD = (
     f"whole process, spawn to exit: `python -c` running `import llama_bindings; "
     f"load(lib_dir, mode=...); llama.{CALL}()` (ours, load() with its checks: build record "
@@ -85,7 +86,7 @@ def _cases(repo: Path, lib_dir: Path, api_mode: bool) -> dict[str, tuple[list[st
 
 
 def _run_case(argv: list[str], env: dict[str, str]) -> tuple[float, dict[str, Any] | str]:
-    """Wall seconds and the process's JSON line, or its error text."""
+    """Wall seconds and the process's last line (a dict), or its error text."""
     start = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-c", *argv], env=env, capture_output=True, text=True, check=False
@@ -93,7 +94,7 @@ def _run_case(argv: list[str], env: dict[str, str]) -> tuple[float, dict[str, An
     wall = time.perf_counter() - start
     if proc.returncode != 0:
         return wall, (proc.stderr or proc.stdout).strip()[-1500:] or f"exit {proc.returncode}"
-    out: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    out: dict[str, Any] = ast.literal_eval(proc.stdout.strip().splitlines()[-1])
     return wall, out
 
 

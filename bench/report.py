@@ -170,16 +170,16 @@ def _import_lines(im: dict[str, Any]) -> list[str]:
         lines.append(
             f"| {IMPORT_CASES.get(case, case)} | {_fmt(wall, 3)} | "
             f"{_fmt(inside.get('import_s', {}), 3)} | {_fmt(inside.get('load_s', {}), 3)} | "
-            f"{_fmt(ratio) if ratio else ('1' if case == 'llama_cpp_python' else '-')} | "
-            f"{_fmt(net) if net else '-'} |"
+            f"{_fmt(ratio, 3) if ratio else ('1' if case == 'llama_cpp_python' else '-')} | "
+            f"{_fmt(net, 3) if net else '-'} |"
         )
     abi = im["ratio_vs_llama_cpp_python"].get("ours_abi")
     api = im["ratio_vs_llama_cpp_python"].get("ours_api")
     if abi:
         lines += [
             "",
-            f"Ours / llama-cpp-python, whole process: ABI mode **{_fmt(abi)}**"
-            + (f", API mode **{_fmt(api)}**" if api else "")
+            f"Ours / llama-cpp-python, whole process: ABI mode **{_fmt(abi, 3)}**"
+            + (f", API mode **{_fmt(api, 3)}**" if api else "")
             + " (target <= 0.2).",
         ]
     return [*lines, ""]
