@@ -112,7 +112,7 @@ def test_import_section_ratios_are_per_repeat_and_net_of_the_interpreter_start()
         "| ours, ABI mode, declarations pre-parsed (`_ffi_abi.py`) | 0.055 (0.050..0.060, n=2) |"
         in text
     )
-    assert "ABI mode **0.24 (0.20..0.27, n=2)**" in text
+    assert "ABI mode **0.236 (0.200..0.273, n=2)**" in text
 
 
 def test_import_section_without_the_peer_says_so() -> None:
