@@ -5,11 +5,11 @@ ABI identity library the load-time guard reads (``ABI_GUARD_CDEF``).
 
 They come pre-parsed from ``_ffi_abi.py``, cffi's out-of-line ABI module of the same
 declarations that ``llama-bindgen generate`` writes: importing it needs only ``_cffi_backend``
-and takes milliseconds, where ``ffi.cdef`` would parse ``cdef.h`` at every import (about half a
-second). When the installed cffi cannot load that module (its backend raises ``ImportError`` for
-a module format it does not know), the declarations are parsed here with ``cffi.FFI().cdef``
-instead, with a ``RuntimeWarning`` that says why. ``FFI_SOURCE`` says which: ``"pre-parsed"``,
-or ``"in-line: <reason>"``.
+and takes milliseconds, where ``ffi.cdef`` would parse ``cdef.h`` at every import (a quarter
+of a second or more). When the installed cffi cannot load that module (its backend raises
+``ImportError`` for a module format it does not know), the declarations are parsed here with
+``cffi.FFI().cdef`` instead, with a ``RuntimeWarning`` that says why. ``FFI_SOURCE`` says
+which: ``"pre-parsed"``, or ``"in-line: <reason>"``.
 """
 
 from __future__ import annotations
