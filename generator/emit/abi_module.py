@@ -18,11 +18,16 @@ project supports (>= 1.16) loads. A backend that does not raises ``ImportError``
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import importlib
 import io
+import os
 import re
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from generator.paths import default_cache_dir
 
 ABI_MODULE_FILE = "_ffi_abi.py"
 # What generated/llama_bindings/abi_guard.py reads from the ABI identity library that
@@ -38,9 +43,38 @@ unsigned long long llama_bindgen_abi_layout_value(size_t i);
 FORMAT_SINCE = {0x2601: "1.0", 0x2801: "1.11"}
 
 
+CACHE_FOLDER = "cffi-abi-modules"
+
+
 def abi_module_source(module_name: str, declarations: str) -> str:
     """The out-of-line ABI module cffi emits for ``declarations`` plus ``ABI_GUARD_CDEF``:
-    pure Python, a function of its inputs (cffi sorts its tables by name)."""
+    pure Python, a function of its inputs (cffi sorts its tables by name) and of cffi's version.
+
+    cffi's parse costs about as much as the rest of a one-target ``generate``, so its output is
+    kept in the cache folder (``CACHE_FOLDER``) under the sha256 of those inputs, as the compiled
+    templates are; a cache that cannot be read or written only costs the parse."""
+    # the backend's version is cffi's (cffi refuses a mismatch); importing cffi costs more
+    backend: Any = importlib.import_module("_cffi_backend")
+    inputs = "\0".join((module_name, str(backend.__version__), declarations, ABI_GUARD_CDEF))
+    cached = (
+        default_cache_dir() / CACHE_FOLDER / f"{hashlib.sha256(inputs.encode()).hexdigest()}.py"
+    )
+    try:
+        return cached.read_text(encoding="utf-8")
+    except OSError:
+        pass
+    text = _emit(module_name, declarations)
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        partial = cached.with_name(f".{cached.name}.{os.getpid()}")
+        partial.write_text(text, encoding="utf-8")
+        os.replace(partial, cached)
+    except OSError:
+        pass
+    return text
+
+
+def _emit(module_name: str, declarations: str) -> str:
     import cffi
 
     ffi = cffi.FFI()

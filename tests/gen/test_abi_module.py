@@ -12,10 +12,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+import cffi
 import pytest
 
 from generator.emit import PACKAGE_NAME
-from generator.emit.abi_module import ABI_GUARD_CDEF, ABI_MODULE_FILE, abi_module_source
+from generator.emit.abi_module import (
+    ABI_GUARD_CDEF,
+    ABI_MODULE_FILE,
+    CACHE_FOLDER,
+    abi_module_source,
+)
+from generator.paths import CACHE_ENV
 from tests.bindings_process import run_json
 from tests.repo import REPO_ROOT
 
@@ -70,8 +77,8 @@ def _import(package_parent: Path, before: str = "") -> dict[str, object]:
 
 
 def test_emitted_module_is_the_same_bytes_in_every_process(tmp_path: Path) -> None:
-    """Two generations, in processes with other hash seeds and working folders, write the same
-    module, and it names no path of the machine that wrote it."""
+    """Two generations, in processes with other hash seeds, working folders and caches, write
+    the same module, and it names no path of the machine that wrote it."""
     declarations = tmp_path / "cdef.h"
     declarations.write_text((PACKAGE / "cdef.h").read_text(encoding="utf-8"), encoding="utf-8")
     emitted = []
@@ -82,7 +89,12 @@ def test_emitted_module_is_the_same_bytes_in_every_process(tmp_path: Path) -> No
         proc = subprocess.run(
             [sys.executable, "-c", code, MODULE_NAME, str(declarations)],
             cwd=cwd,
-            env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYTHONHASHSEED": seed},
+            env={
+                **os.environ,
+                "PYTHONPATH": str(REPO_ROOT),
+                "PYTHONHASHSEED": seed,
+                CACHE_ENV: str(cwd / "cache"),  # each emits, none reads the other's output
+            },
             capture_output=True,
             check=True,
         )
@@ -91,6 +103,29 @@ def test_emitted_module_is_the_same_bytes_in_every_process(tmp_path: Path) -> No
     assert str(tmp_path).encode() not in emitted[0]
     # the committed module holds exactly that text below its header
     assert emitted[0].decode().rstrip("\n") in (PACKAGE / ABI_MODULE_FILE).read_text("utf-8")
+
+
+def test_emission_is_kept_in_the_cache_by_its_inputs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A second emission of the same declarations is read from the cache (cffi is not asked
+    again); other declarations are not; a cache that cannot be written costs only the parse."""
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    first = abi_module_source(MODULE_NAME, "int f(void);")
+    assert len(list((tmp_path / "cache" / CACHE_FOLDER).glob("*.py"))) == 1
+
+    def refuse(*args: object) -> None:
+        raise AssertionError("cffi was asked again")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(cffi, "FFI", refuse)
+        assert abi_module_source(MODULE_NAME, "int f(void);") == first
+        with pytest.raises(AssertionError, match="asked again"):
+            abi_module_source(MODULE_NAME, "int g(void);")
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv(CACHE_ENV, str(blocker))
+    assert abi_module_source(MODULE_NAME, "int f(void);") == first
 
 
 def test_module_declares_the_guard_functions_and_only_needs_the_backend() -> None:
