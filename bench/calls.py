@@ -16,12 +16,19 @@ LLAMA_CPP_PYTHON_SDIST = "llama_cpp_python-0.3.36.tar.gz"  # vendors exactly b11
 
 
 def extract_llama_cpp_package(cache: Path, work: Path) -> Path:
-    """Extract only the ``llama_cpp/`` Python package of the cached sdist (nothing compiled)."""
-    sdist = cache / "sdists" / LLAMA_CPP_PYTHON_SDIST
-    if not sdist.is_file():
+    """Extract only the ``llama_cpp/`` Python package of the cached sdist (nothing compiled):
+    ``<cache>/sdists`` (where `fetch` caches it) or ``<cache>/peers`` (a `pip download`)."""
+    found_sdists = [
+        cache / folder / LLAMA_CPP_PYTHON_SDIST
+        for folder in ("sdists", "peers")
+        if (cache / folder / LLAMA_CPP_PYTHON_SDIST).is_file()
+    ]
+    if not found_sdists:
         raise FileNotFoundError(
-            f"{sdist} is missing: `llama-bindgen fetch b11312` caches it when it uses the sdist"
+            f"{cache / 'sdists' / LLAMA_CPP_PYTHON_SDIST} is missing: `llama-bindgen fetch "
+            "b11312` caches it when it uses the sdist"
         )
+    sdist = found_sdists[0]
     with tarfile.open(sdist) as tar:
         members = [
             m

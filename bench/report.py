@@ -108,6 +108,8 @@ def markdown(result: dict[str, Any], chart_name: str) -> str:
             f"| a cold build {b['cold_build_s']:.0f} s | {_fmt(b['rebump_over_cold_build'], 3)} |",
             "",
         ]
+    if "import" in sections:
+        lines += _import_lines(sections["import"])
     if "mtp" in sections:
         m = sections["mtp"]
         lines += ["## 4. MTP speculative decoding", "", m["method"], ""]
@@ -138,6 +140,51 @@ def markdown(result: dict[str, Any], chart_name: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+IMPORT_CASES = {
+    "python_start": "interpreter start only (`python -c` printing one line)",
+    "ours_abi": "ours, ABI mode, declarations pre-parsed (`_ffi_abi.py`)",
+    "ours_api": "ours, compiled API-mode module",
+    "ours_inline_cdef": "ours, ABI mode, cdef.h parsed at import (the fallback; before)",
+    "llama_cpp_python": "llama-cpp-python 0.3.36 (ctypes)",
+}
+
+
+def _import_lines(im: dict[str, Any]) -> list[str]:
+    lines = [
+        "## 6. Import and load vs llama-cpp-python (whole process)",
+        "",
+        im["method"],
+        "",
+    ]
+    if im.get("peer_unavailable"):
+        lines += [f"**llama-cpp-python unavailable, not measured:** {im['peer_unavailable']}", ""]
+    lines += [
+        "| case | whole process s | import s (in process) | load() s (in process) | "
+        "/ llama-cpp-python | net of interpreter start / llama-cpp-python |",
+        "|---|---|---|---|---|---|",
+    ]
+    for case, wall in im["wall_s"].items():
+        inside = im["in_process_s"].get(case, {})
+        ratio = im["ratio_vs_llama_cpp_python"].get(case, {})
+        net = im["net_ratio_vs_llama_cpp_python"].get(case, {})
+        lines.append(
+            f"| {IMPORT_CASES.get(case, case)} | {_fmt(wall, 3)} | "
+            f"{_fmt(inside.get('import_s', {}), 3)} | {_fmt(inside.get('load_s', {}), 3)} | "
+            f"{_fmt(ratio, 3) if ratio else ('1' if case == 'llama_cpp_python' else '-')} | "
+            f"{_fmt(net, 3) if net else '-'} |"
+        )
+    abi = im["ratio_vs_llama_cpp_python"].get("ours_abi")
+    api = im["ratio_vs_llama_cpp_python"].get("ours_api")
+    if abi:
+        lines += [
+            "",
+            f"Ours / llama-cpp-python, whole process: ABI mode **{_fmt(abi, 3)}**"
+            + (f", API mode **{_fmt(api, 3)}**" if api else "")
+            + " (target <= 0.2).",
+        ]
+    return [*lines, ""]
+
+
 def _bar(ax: Any, labels: list[str], stats: list[dict[str, Any]], title: str, ref: float) -> None:
     med = [s["median"] for s in stats]
     lo = [s["median"] - s["min"] for s in stats]
@@ -153,45 +200,63 @@ def _bar(ax: Any, labels: list[str], stats: list[dict[str, Any]], title: str, re
         ax.annotate(f"{v:.2f}", (i, v), ha="center", va="bottom", fontsize=7)
 
 
+Panel = tuple[list[str], list[dict[str, Any]], str, float]
+
+
+def _panels(sections: dict[str, Any]) -> list[Panel]:
+    """One bar chart per section that ran and has ratios: labels, stats, title, target line."""
+    panels: list[Panel] = []
+    if "generation" in sections:
+        r = sections["generation"]["wall_ratio_vs_clang2py"]
+        panels.append(
+            (list(r), list(r.values()), "1. generate wall time / clang2py (lower is better)", 1)
+        )
+    if "calls" in sections:
+        rc = sections["calls"]["ratio_vs_ctypes"]
+        labels = [f"{impl}:{case}" for impl, cases in rc.items() for case in cases]
+        stats = [s for cases in rc.values() for s in cases.values()]
+        panels.append(
+            (labels, stats, "2. time per call / ctypes (lower is better; target 0.5)", 0.5)
+        )
+    if "loop" in sections:
+        lo = sections["loop"]
+        panels.append(
+            (
+                ["runtime / C", "runtime, abort callback cleared / C"],
+                [lo["ratio_python_over_c"], lo["ratio_python_no_abort_callback_over_c"]],
+                "3. greedy tokens/s, Python runtime / C driver (target 0.97)",
+                0.97,
+            )
+        )
+    if "mtp" in sections:
+        models = sections["mtp"]["models"]
+        labels = [
+            f"{kind}:{name}" for kind, d in models.items() for name in d["speedup_vs_ours_plain"]
+        ]
+        stats = [s for d in models.values() for s in d["speedup_vs_ours_plain"].values()]
+        panels.append((labels, stats, "4. MTP tokens/s / ours plain (higher is better)", 1))
+    if sections.get("import", {}).get("ratio_vs_llama_cpp_python"):
+        r = sections["import"]["ratio_vs_llama_cpp_python"]
+        title = "6. import + load() + one call, whole process / llama-cpp-python (target 0.2)"
+        panels.append((list(r), list(r.values()), title, 0.2))
+    return panels
+
+
 def chart(result: dict[str, Any], path: Path) -> None:
+    """A bar chart per section that ran, two to a row."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    sections = result["sections"]
-    fig, axes = plt.subplots(2, 2, figsize=(11, 8))
-    ax = axes[0][0]
-    if "generation" in sections:
-        r = sections["generation"]["wall_ratio_vs_clang2py"]
-        _bar(ax, list(r), list(r.values()), "1. generate wall time / clang2py (lower is better)", 1)
-    ax = axes[0][1]
-    if "calls" in sections:
-        rc = sections["calls"]["ratio_vs_ctypes"]
-        labels, stats = [], []
-        for impl, cases in rc.items():
-            for case, s in cases.items():
-                labels.append(f"{impl}:{case}")
-                stats.append(s)
-        _bar(ax, labels, stats, "2. time per call / ctypes (lower is better; target 0.5)", 0.5)
-    ax = axes[1][0]
-    if "loop" in sections:
-        lo = sections["loop"]
-        _bar(
-            ax,
-            ["runtime / C", "runtime, abort callback cleared / C"],
-            [lo["ratio_python_over_c"], lo["ratio_python_no_abort_callback_over_c"]],
-            "3. greedy tokens/s, Python runtime / C driver (target 0.97)",
-            0.97,
-        )
-    ax = axes[1][1]
-    if "mtp" in sections:
-        labels, stats = [], []
-        for kind, d in sections["mtp"]["models"].items():
-            for name, s in d["speedup_vs_ours_plain"].items():
-                labels.append(f"{kind}:{name}")
-                stats.append(s)
-        _bar(ax, labels, stats, "4. MTP tokens/s / ours plain (higher is better)", 1)
+    panels = _panels(result["sections"])
+    rows = max(1, (len(panels) + 1) // 2)
+    fig, axes = plt.subplots(rows, 2, figsize=(11, 4 * rows), squeeze=False)
+    cells = [ax for row in axes for ax in row]
+    for ax, (labels, stats, title, ref) in zip(cells, panels, strict=False):
+        _bar(ax, labels, stats, title, ref)
+    for ax in cells[len(panels) :]:
+        ax.axis("off")
     fig.suptitle(
         f"llama-bindgen bench {result['name']} (llama.cpp {result['environment']['llama_cpp_tag']})"
         "; bars: median, whiskers: min..max",

@@ -11,13 +11,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench import bumping, calls, generation, loops, report
+from bench import bumping, calls, generation, importing, loops, report
 from bench.stats import log
 
 REPO = Path(__file__).resolve().parent.parent
-SECTIONS = ("generation", "calls", "loop", "mtp", "bump")
+SECTIONS = ("generation", "calls", "loop", "mtp", "bump", "import")
 # Sections a plain `python -m bench` runs; "bump" (minutes: a cold build) only when named.
-DEFAULT_SECTIONS = ("generation", "calls", "loop", "mtp")
+DEFAULT_SECTIONS = ("generation", "calls", "loop", "mtp", "import")
 REF = "b11312"
 
 
@@ -175,6 +175,10 @@ def main(argv: list[str] | None = None) -> int:
         models = {kind: _model(cache, kind, big_mtp) for kind in ("agree", "partial")}
         n = 16 if args.quick else args.mtp_tokens
         sections["mtp"] = loops.run_mtp(runner, upstream, models, n, args.draft_max, args.repeats)
+    if "import" in args.sections:
+        log("section 6: import and load vs llama-cpp-python")
+        api_mode = llama_bindings.loader.find_api_module(lib_dir) is not None
+        sections["import"] = importing.run(REPO, lib_dir, cache, args.repeats, api_mode)
     if "bump" in args.sections:
         log("section 5: bump beyond its builds")
         sections["bump"] = bumping.run(tree, REPO, cache, REF, args.repeats)

@@ -2,16 +2,31 @@
 # commit 0c1e57098bba43ac29e6e3b677cdceebdd22334f. Do not edit: run `llama-bindgen generate`.
 """Typed cffi bindings to llama.cpp b11312 and its llama_mtp wrapper.
 
-``load()`` opens the shared libraries; ``enums`` and ``constants`` need no library; ``api``
-holds the types (for type checkers only); ``abi_manifest.json`` records the layouts per target.
+``load()`` opens the shared libraries; ``enums`` and ``constants`` need no library (they are
+imported when first used: building the enum classes would cost more than the rest of the
+import); ``api`` holds the types (for type checkers only); ``abi_manifest.json`` records the
+layouts per target.
 """
 
 from __future__ import annotations
 
-from . import constants, enums
 from ._ffi import ffi
 from .abi_guard import AbiMismatchError, BindingsAbiError, ForeignLibraryError, MissingSymbolError
 from .loader import LIB_DIR_ENV, ApiModuleError, Libraries, LibraryNotFoundError, load
+
+# ``typing`` costs milliseconds to import; mypy takes any ``TYPE_CHECKING`` as true.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from . import constants, enums
+else:
+
+    def __getattr__(name: str) -> object:
+        if name in ("constants", "enums"):
+            import importlib
+
+            return importlib.import_module(f"{__name__}.{name}")
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 GENERATOR_VERSION = "0.1.0"
 LLAMA_CPP_TAG = "b11312"

@@ -7,14 +7,15 @@ Before any struct crosses the boundary, :func:`check_libraries` reads the ABI id
 that ``llama-bindgen build`` compiles beside libllama from the same headers with the same compiler
 (``llama_bindgen_abi``): the llama.cpp commit and the size, alignment and field offsets of every
 struct, union and enum as that compiler laid them out. They must equal what ``abi_manifest.json``
-records for this platform, and every function that ``llama.h`` and the MTP wrapper declare must be
-exported (ggml's headers declare functions that no build defines, e.g. in b11312
-``ggml_threadpool_get_n_threads``; the release gates report those per platform). Otherwise a
-typed error names what was expected and what was found. Before any of them is opened,
-:func:`check_build_files` ties every library file to that build: each must be one that the
-build's ``build-info.json`` (in the library folder or its parent, as ``llama-bindgen build`` and
-the release archives lay it out) records, with the recorded sha256, so a libllama swapped in from
-another build is refused before it runs. Experts can skip the checks with
+records for this platform (read from ``_abi_expected.py``, the same values worked out when the
+bindings were generated, so that no JSON is parsed at load), and every function that ``llama.h``
+and the MTP wrapper declare must be exported (ggml's headers declare functions that no build
+defines, e.g. in b11312 ``ggml_threadpool_get_n_threads``; the release gates report those per
+platform). Otherwise a typed error names what was expected and what was found. Before any of
+them is opened, :func:`check_build_files` ties every library file to that build: each must be one
+that the build's ``build-info.json`` (in the library folder or its parent, as ``llama-bindgen
+build`` and the release archives lay it out) records, with the recorded sha256, so a libllama
+swapped in from another build is refused before it runs. Experts can skip the checks with
 ``load(..., check_abi=False)`` or ``$LLAMA_BINDGEN_SKIP_ABI_CHECK=1``: a mismatched layout then
 corrupts memory.
 """
@@ -24,23 +25,22 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import platform
 import sys
-from collections.abc import Callable, Mapping
-from importlib import resources
 from pathlib import Path
-from typing import Any
+
+from . import _abi_expected
+from ._ffi import SYMBOL_ERRORS, ffi
+
+# ``typing`` costs milliseconds to import and only type checkers need it (mypy takes any
+# ``TYPE_CHECKING`` as true), so it is not imported at run time.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import Any
 
 SKIP_ENV = "LLAMA_BINDGEN_SKIP_ABI_CHECK"
 BUILD_INFO = "build-info.json"
 ABI_STEM = "llama_bindgen_abi"
-_ABI_CDEF = """
-const char *llama_bindgen_abi_commit(void);
-const char *llama_bindgen_abi_digest(void);
-size_t llama_bindgen_abi_layout_count(void);
-const char *llama_bindgen_abi_layout_key(size_t i);
-unsigned long long llama_bindgen_abi_layout_value(size_t i);
-"""
 _SHOWN = 12
 # Libraries whose every declared function must be exported (see the module docstring).
 STRICT_LIBRARIES = ("llama", "llama_mtp")
@@ -76,11 +76,8 @@ class ForeignLibraryError(BindingsAbiError):
 
 
 def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
     with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()  # one reused buffer: twice as fast
 
 
 def find_build_info(folder: Path) -> Path | None:
@@ -134,14 +131,19 @@ def check_build_files(folder: Path, paths: list[Path]) -> None:
 
 
 def manifest() -> dict[str, Any]:
-    text = resources.files(__package__).joinpath("abi_manifest.json").read_text(encoding="utf-8")
+    text = Path(__file__).with_name("abi_manifest.json").read_text(encoding="utf-8")
     data: dict[str, Any] = json.loads(text)
     return data
 
 
 def runtime_targets() -> list[str]:
     """IR target triples that describe this process's platform, best first."""
-    machine = platform.machine().lower()
+    if hasattr(os, "uname"):
+        machine = os.uname().machine.lower()
+    else:  # Windows; ``platform`` costs milliseconds to import, so only here
+        import platform
+
+        machine = platform.machine().lower()
     arm = machine in ("aarch64", "arm64")
     if sys.platform == "win32":
         return ["aarch64-pc-windows-msvc"] if arm else [
@@ -155,7 +157,8 @@ def runtime_targets() -> list[str]:
 
 
 def expected_layout(target_layouts: Mapping[str, Any]) -> dict[str, int]:
-    """The manifest's layouts for one target, keyed like the ABI identity library keys them."""
+    """The manifest's layouts for one target, keyed like the ABI identity library keys them
+    (what ``_abi_expected.LAYOUTS`` holds for that target)."""
     out: dict[str, int] = {}
     for name, record in target_layouts.get("structs", {}).items():
         out[f"size {name}"] = int(record["size"])
@@ -197,41 +200,37 @@ def check_libraries(
 ) -> None:
     """Raise :class:`AbiMismatchError` or :class:`MissingSymbolError` unless the libraries in
     ``folder`` are the ones these bindings describe. ``exporters`` maps a manifest library name
-    (``llama``, ``ggml``, ``llama_mtp``) to the opened library (``llama_mtp`` may be missing)."""
+    (``llama``, ``ggml``, ``llama_mtp``) to the opened library (``llama_mtp`` may be missing).
+    The identity library is read through the bindings' ``ffi``, which declares its functions
+    (``_ffi.ABI_GUARD_CDEF``), so the guard parses no C."""
     if os.environ.get(SKIP_ENV) == "1":
         return
-    import importlib
-
-    cffi: Any = importlib.import_module("cffi")
-
-    data = manifest()
+    release = _abi_expected.TAG or _abi_expected.COMMIT
     abi_path = find_library(folder, ABI_STEM)
     if abi_path is None:
         raise AbiMismatchError(
             f"{folder} has no {ABI_STEM} library, so its ABI cannot be checked: use libraries "
-            f"built by `llama-bindgen build` for llama.cpp {data['tag'] or data['commit']}, or "
+            f"built by `llama-bindgen build` for llama.cpp {release}, or "
             f"skip the check with load(check_abi=False) / {SKIP_ENV}=1",
             ["ABI identity library missing"],
         )
-    guard_ffi = cffi.FFI()
-    guard_ffi.cdef(_ABI_CDEF)
-    abi = guard_ffi.dlopen(str(abi_path))
+    abi = ffi.dlopen(str(abi_path))
     problems: list[str] = []
-    commit = guard_ffi.string(abi.llama_bindgen_abi_commit()).decode()
-    if commit != data["commit"]:
+    commit = ffi.string(abi.llama_bindgen_abi_commit()).decode()
+    if commit != _abi_expected.COMMIT:
         problems.append(
             f"llama.cpp commit: libraries built from {commit}, bindings generated for "
-            f"{data['commit']} ({data['tag'] or 'untagged'})"
+            f"{_abi_expected.COMMIT} ({_abi_expected.TAG or 'untagged'})"
         )
-    targets = [t for t in runtime_targets() if t in data["targets"]]
+    targets = [t for t in runtime_targets() if t in _abi_expected.LAYOUTS]
     if not targets:
         problems.append(
             f"no layout in the bindings for this platform ({', '.join(runtime_targets())}); "
             f"generate with --target for it"
         )
     else:
-        expected = expected_layout(data["targets"][targets[0]])
-        found = library_layout(abi, guard_ffi)
+        expected = _abi_expected.LAYOUTS[targets[0]]
+        found = library_layout(abi, ffi)
         # sizes first, then fields in the order the library lays them out
         rank = {"size": 0, "align": 1, "enum": 2}
         keys = [*found, *(k for k in expected if k not in found)]
@@ -250,16 +249,15 @@ def check_libraries(
         shown = "\n  ".join(problems)
         raise AbiMismatchError(
             f"the libraries in {folder} do not match these bindings "
-            f"(llama.cpp {data['tag'] or data['commit']}):\n  {shown}",
+            f"(llama.cpp {release}):\n  {shown}",
             problems,
         )
     missing = sorted(
-        f["name"]
-        for f in data["functions"]
-        if f.get("bound", True)
-        and f["library"] in STRICT_LIBRARIES
-        and f["library"] in exporters
-        and not _exports(exporters[f["library"]], f["name"])
+        name
+        for library in STRICT_LIBRARIES
+        if library in exporters
+        for name in _abi_expected.FUNCTIONS.get(library, ())
+        if not _exports(exporters[library], name)
     )
     if missing:
         shown = ", ".join(missing[:_SHOWN]) + (" ..." if len(missing) > _SHOWN else "")
@@ -273,6 +271,6 @@ def check_libraries(
 def _exports(library: Any, name: str) -> bool:
     try:
         getattr(library, name)
-    except AttributeError:
+    except SYMBOL_ERRORS:
         return False
     return True

@@ -9,7 +9,8 @@ Calls go through the compiled cffi API-mode module ``_llama_bindings_api`` when 
 folder has one built from these declarations (``llama-bindgen build`` compiles it where it can:
 calls cost a third to two thirds of ABI mode's), else through cffi's ABI mode.
 ``$LLAMA_BINDGEN_CFFI_MODE`` (or ``load(mode=...)``) chooses: ``auto`` (the default), ``api`` (the
-module is required) or ``abi``.
+module is required) or ``abi``. Either way the libraries are opened and checked through the
+bindings' ``ffi``, whose declarations come pre-parsed (``_ffi.py``), so loading parses no C.
 """
 
 from __future__ import annotations
@@ -19,14 +20,17 @@ import importlib.util
 import os
 import sys
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
 
-from ._ffi import CDEF_IDENTITY, ffi
+from ._ffi import CDEF_IDENTITY, SYMBOL_ERRORS, ffi
 from .abi_guard import ABI_STEM, check_build_files, check_libraries
 
+# ``typing`` costs milliseconds to import and only type checkers need it (mypy takes any
+# ``TYPE_CHECKING`` as true), so it is not imported at run time.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from .api import GgmlLibrary, LlamaLibrary, LlamaMtpLibrary
 
 LIB_DIR_ENV = "LLAMA_BINDGEN_LIB_DIR"
@@ -89,21 +93,59 @@ class _FirstOf:
         for library in self._libraries:
             try:
                 return getattr(library, name)
-            except AttributeError:
+            except SYMBOL_ERRORS:
                 continue
         raise AttributeError(f"no ggml library exports {name!r}")
 
 
-@dataclass(frozen=True)
 class Libraries:
-    """The opened libraries. ``llama_mtp`` is ``None`` when the wrapper is not present."""
+    """The opened libraries. ``llama_mtp`` is ``None`` when the wrapper is not present.
 
+    Read-only, compared and hashed by its fields (as a frozen dataclass, without importing
+    ``dataclasses``, which would cost more than the rest of the package's import)."""
+
+    __slots__ = ("ffi", "ggml", "lib_dir", "llama", "llama_mtp", "mode")
     ffi: Any
     llama: LlamaLibrary
     ggml: GgmlLibrary
     llama_mtp: LlamaMtpLibrary | None
     lib_dir: Path
-    mode: str = "abi"  # "api": calls go through the compiled module; its ``ffi`` is ``ffi``
+    mode: str  # "abi", or "api": calls go through the compiled module; its ``ffi`` is ``ffi``
+
+    def __init__(
+        self,
+        ffi: Any,
+        llama: LlamaLibrary,
+        ggml: GgmlLibrary,
+        llama_mtp: LlamaMtpLibrary | None,
+        lib_dir: Path,
+        mode: str = "abi",
+    ) -> None:
+        values = {"ffi": ffi, "llama": llama, "ggml": ggml, "llama_mtp": llama_mtp}
+        values.update(lib_dir=lib_dir, mode=mode)
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
+    def _fields(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Libraries is read-only: cannot set {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"Libraries is read-only: cannot delete {name!r}")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Libraries):
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"Libraries({fields})"
 
 
 def _open(path: Path) -> Any:
@@ -201,7 +243,7 @@ def load(
     ggml_libraries = [_open(path) for path in ggml_paths]
     llama = _open(llama_path)
     mtp = _open(mtp_path) if mtp_path is not None else None
-    ggml = _FirstOf(ggml_libraries[::-1])
+    ggml: Any = _FirstOf(ggml_libraries[::-1])
     if check_abi:
         exporters: dict[str, Any] = {"llama": llama, "ggml": ggml}
         if mtp is not None:
@@ -211,16 +253,16 @@ def load(
     if api is not None:
         return Libraries(
             ffi=api.ffi,
-            llama=cast("LlamaLibrary", api.lib),
-            ggml=cast("GgmlLibrary", api.lib),
-            llama_mtp=cast("LlamaMtpLibrary | None", api.lib if mtp is not None else None),
+            llama=api.lib,
+            ggml=api.lib,
+            llama_mtp=api.lib if mtp is not None else None,
             lib_dir=folder,
             mode="api",
         )
     return Libraries(
         ffi=ffi,
-        llama=cast("LlamaLibrary", llama),
-        ggml=cast("GgmlLibrary", ggml),
-        llama_mtp=cast("LlamaMtpLibrary | None", mtp),
+        llama=llama,
+        ggml=ggml,
+        llama_mtp=mtp,
         lib_dir=folder,
     )

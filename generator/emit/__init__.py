@@ -14,10 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from generator import __version__, jsontext
-from generator.emit.cdef import Cdef, build_cdef, cdef_identity
+from generator.emit.abi_module import ABI_GUARD_CDEF, ABI_MODULE_FILE, abi_module_context
+from generator.emit.cdef import Cdef, build_cdef, cdef_identity, declarations_text
 from generator.emit.cross_abi import cross_abi_context
 from generator.emit.enums import member_names
 from generator.emit.manifest import build_manifest
+from generator.emit.probes import expected_values
 from generator.emit.pytypes import PythonTypes
 from generator.emit.support import SupportCheck, Unsupported
 from generator.ir import Interface
@@ -41,6 +43,7 @@ LIBRARY_CLASSES = (
 FILES: tuple[tuple[str, str], ...] = (
     ("__init__.py", "bindings/__init__.py.j2"),
     ("_about.py", "bindings/_about.py.j2"),
+    ("_abi_expected.py", "bindings/_abi_expected.py.j2"),
     ("abi_guard.py", "bindings/abi_guard.py.j2"),
     ("_ffi.py", "bindings/_ffi.py.j2"),
     ("abi_manifest.json", "bindings/abi_manifest.json.j2"),
@@ -81,6 +84,36 @@ def has_mtp_api(api: Interface) -> bool:
     fields = {(r.name, f.name) for r in api.records for f in r.fields}
     needed = {("llama_model_params", "load_mtp"), ("llama_context_params", "n_rs_seq")}
     return needed <= fields and any(f.name == "llama_model_n_layer_nextn" for f in api.functions)
+
+
+def _guard_layouts(api: Interface) -> dict[str, Any]:
+    """The guard's layouts per target; targets that lay everything out alike share one table."""
+    tables: list[dict[str, int]] = []
+    table_of: dict[str, int] = {}
+    for target in api.targets:
+        values = expected_values(api, target)
+        if values not in tables:
+            tables.append(values)
+        table_of[target] = tables.index(values)
+    return {"guard_tables": tables, "guard_table_of": table_of}
+
+
+def _abi_context(api: Interface, bound: set[str]) -> dict[str, Any]:
+    """The ABI manifest; what the load-time guard compares, taken from the same IR ahead of time
+    (``_abi_expected.py``: layouts per target keyed as the ABI identity library keys them, and
+    the bound functions per library); the names the pre-parsed ``ffi`` module needs."""
+    manifest = build_manifest(api, bound)
+    functions: dict[str, list[str]] = {}
+    for function in manifest["functions"]:
+        if function["bound"]:
+            functions.setdefault(function["library"], []).append(function["name"])
+    return {
+        "manifest_json": _json_text(manifest),
+        **_guard_layouts(api),
+        "guard_functions": dict(sorted(functions.items())),
+        "abi_guard_cdef": ABI_GUARD_CDEF,
+        "abi_module": ABI_MODULE_FILE.removesuffix(".py"),
+    }
 
 
 def build_context(api: Interface) -> tuple[dict[str, Any], Cdef]:
@@ -157,7 +190,7 @@ def build_context(api: Interface) -> tuple[dict[str, Any], Cdef]:
             "typedefs": len(cdef.bound_typedefs),
             "constants": len(api.constants),
         },
-        "manifest_json": _json_text(build_manifest(api, bound)),
+        **_abi_context(api, bound),
         "ir_json": api.dumps().rstrip("\n"),
         **cross_abi_context(api),
     }
@@ -172,6 +205,12 @@ def render_files(api: Interface) -> tuple[dict[str, str], Cdef]:
     context, cdef = build_context(api)
     env = environment()
     rendered = {name: env.get_template(template).render(context) for name, template in FILES}
+    # cffi's out-of-line ABI module: the declarations parsed now, not at every import
+    module_name = f"{PACKAGE_NAME}.{context['abi_module']}"
+    abi_module = abi_module_context(module_name, declarations_text(cdef))
+    rendered[ABI_MODULE_FILE] = env.get_template("bindings/_ffi_abi.py.j2").render(
+        context, **abi_module
+    )
     shipped = env.get_template("bindings/shipped.py.j2")
     for name in SHIPPED:
         source = (shipped_dir() / name).read_text(encoding="utf-8")

@@ -57,6 +57,29 @@ def key_text(key: tuple[str, ...]) -> str:
     return " ".join(key)
 
 
+def expected_values(interface: Interface, triple: str) -> dict[str, int]:
+    """What a build for ``triple`` reports for each probe key (``key_text``), from the IR's
+    layouts: what the load-time guard compares with the ABI identity library."""
+    records = {r.name: r for r in interface.records}
+    sizes = {e.name: e.sizes.get(triple) for e in interface.enums}
+    values: dict[str, int] = {}
+    for probe in probe_values(interface, triple):
+        kind, name, *member = probe.key
+        if kind == "enum":
+            size = sizes[name]
+            assert size is not None  # probe_values keeps enums with a size for triple
+            values[key_text(probe.key)] = size
+            continue
+        layout = records[name].layouts[triple]
+        if kind == "offset":
+            found = layout.field(member[0])
+            assert found is not None
+            values[key_text(probe.key)] = found.offset
+        else:
+            values[key_text(probe.key)] = layout.size if kind == "size" else layout.align
+    return values
+
+
 def render_abi_identity(interface: Interface, headers: list[str], digest: str) -> str:
     """C source of the ABI identity library: commit, tree digest and the compiled layouts."""
     values = probe_values(interface, interface.host_target)

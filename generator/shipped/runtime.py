@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, TypedDict, Unpack, cast
 
 from ._about import LLAMA_CPP_COMMIT, MTP_API
 from ._about import LLAMA_CPP_TAG as _TAG
+from ._ffi import SYMBOL_ERRORS
 from .loader import Libraries, load
 
 if TYPE_CHECKING:
@@ -452,7 +453,7 @@ def _mtp_wrapper(libs: Libraries) -> _MtpWrapper:
     for name in _MTP_FUNCTIONS:
         try:
             getattr(library, name)
-        except AttributeError:
+        except SYMBOL_ERRORS:  # cffi's ffi.error from the pre-parsed ffi, else AttributeError
             raise LlamaUnsupportedError(
                 f"the llama_mtp wrapper these bindings declare has no {name}: "
                 "speculative mode draft-mtp needs the wrapper of llama-bindgen's native_wrapper"

@@ -42,6 +42,15 @@ def test_parse_upstream_reads_speculative_simple_statistics() -> None:
         parse_upstream("decoded 3 tokens in 1.0 seconds, speed: 3.0 t/s\n")
 
 
+_ENV = {
+    "llama_cpp_tag": "b11312",
+    "llama_cpp_commit": "0c1e57098bba43ac",
+    "cpu_count": 2,
+    "load_average": [1.0, 1.0, 1.0],
+    "python": "3.11",
+}
+
+
 def _summary(values: list[float]) -> dict[str, object]:
     return Series("x", values).summary()
 
@@ -74,3 +83,46 @@ def test_markdown_report_shows_median_and_spread(tmp_path: Path) -> None:
     assert "| C driver | 11.0 (10.0..12.0, n=3) |" in text
     assert "**0.950 (0.900..1.000, n=3)**" in text
     assert "## 1." not in text  # sections that did not run are left out
+
+
+def _import_report(section: dict[str, object]) -> str:
+    result = {"name": "t", "environment": _ENV, "sections": {"import": section}}
+    return report.markdown(json.loads(json.dumps(result)), "t.png")
+
+
+def test_import_section_ratios_are_per_repeat_and_net_of_the_interpreter_start() -> None:
+    from bench.importing import PEER, START, _summarise
+
+    wall = {
+        START: Series("s", [0.02, 0.03]),
+        "ours_abi": Series("s", [0.06, 0.05]),
+        PEER: Series("s", [0.22, 0.25]),
+    }
+    inside = {"ours_abi": {"import_s": Series("s", [0.004, 0.005])}}
+    out = _summarise(wall, inside, {"ours_abi": {"ffi": "pre-parsed"}}, None)
+    assert out["ratio_vs_llama_cpp_python"]["ours_abi"]["values"] == pytest.approx(
+        [0.06 / 0.22, 0.05 / 0.25]
+    )
+    assert out["net_ratio_vs_llama_cpp_python"]["ours_abi"]["values"] == pytest.approx(
+        [(0.06 - 0.02) / (0.22 - 0.02), (0.05 - 0.03) / (0.25 - 0.03)]
+    )
+    assert out["peer"] and out["peer_unavailable"] is None
+    text = _import_report(out)
+    assert (
+        "| ours, ABI mode, declarations pre-parsed (`_ffi_abi.py`) | 0.055 (0.050..0.060, n=2) |"
+        in text
+    )
+    assert "ABI mode **0.236 (0.200..0.273, n=2)**" in text
+
+
+def test_import_section_without_the_peer_says_so() -> None:
+    from bench.importing import START, _summarise
+
+    wall = {START: Series("s", [0.02]), "ours_abi": Series("s", [0.06])}
+    out = _summarise(wall, {}, {}, "llama-cpp-python does not import here: no numpy")
+    assert out["ratio_vs_llama_cpp_python"] == {} and out["peer"] is None
+    text = _import_report(out)
+    assert (
+        "llama-cpp-python unavailable, not measured:** llama-cpp-python does not import here"
+        in text
+    )

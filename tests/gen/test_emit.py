@@ -4,6 +4,7 @@ values, stubs pass mypy --strict, the code passes ruff, and the manifest keeps i
 from __future__ import annotations
 
 import json
+import runpy
 import shutil
 import subprocess
 import sys
@@ -220,6 +221,32 @@ def test_manifest_contract(package: Path, api_b11312_wrapper: Interface) -> None
     assert libraries["ggml_add"] == "ggml"
     assert libraries["llama_mtp_init"] == "llama_mtp"
     assert all("/" not in f["header"] and "\\\\" not in f["header"] for f in manifest["functions"])
+
+
+def test_guard_expectations_are_what_the_manifest_records(package: Path) -> None:
+    """``_abi_expected.py`` (what load() compares, worked out from the IR at generation) holds,
+    for every target, exactly the manifest's layouts keyed as the ABI identity library keys them,
+    and the functions the manifest marks bound, per library."""
+    manifest = json.loads((package / "abi_manifest.json").read_text(encoding="utf-8"))
+    expected = runpy.run_path(str(package / "_abi_expected.py"))
+    assert (expected["COMMIT"], expected["TAG"]) == (manifest["commit"], manifest["tag"])
+    assert set(expected["LAYOUTS"]) == set(manifest["targets"])
+    for target, layouts in manifest["targets"].items():
+        keyed: dict[str, int] = {}
+        for name, record in layouts["structs"].items():
+            keyed[f"size {name}"] = record["size"]
+            keyed[f"align {name}"] = record["align"]
+            for member in record["fields"]:
+                if member.get("bit_width") is None:
+                    keyed[f"offset {name} {member['name']}"] = member["offset"]
+        keyed.update({f"enum {name}": enum["size"] for name, enum in layouts["enums"].items()})
+        assert expected["LAYOUTS"][target] == keyed, target
+    bound: dict[str, list[str]] = {}
+    for function in manifest["functions"]:
+        if function["bound"]:
+            bound.setdefault(function["library"], []).append(function["name"])
+    assert expected["FUNCTIONS"] == {library: tuple(names) for library, names in bound.items()}
+    assert "llama_mtp_init" in expected["FUNCTIONS"]["llama_mtp"]
 
 
 def test_report_lists_what_is_not_bound(package: Path) -> None:

@@ -98,3 +98,51 @@ def test_package_lib_folder_is_the_fallback(package: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert str(package / "lib") in result.stdout
+
+
+def test_missing_symbols_raise_what_symbol_errors_names(package: Path, lib_dir: Path) -> None:
+    """With the pre-parsed ffi, a declared function a library does not export raises cffi's
+    ``ffi.error``: ggml's lookup over its libraries catches it (AttributeError in the end), and
+    ``_ffi.SYMBOL_ERRORS`` names it for callers of the other libraries."""
+    result = _run(
+        package,
+        f"""
+        import llama_bindings
+        from llama_bindings._ffi import SYMBOL_ERRORS
+        libs = llama_bindings.load({str(lib_dir)!r}, check_abi=False)
+        print(hasattr(libs.ggml, "ggml_add"))
+        try:
+            libs.llama.llama_max_devices
+        except SYMBOL_ERRORS as exc:
+            print(type(exc).__name__)
+        """,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["False", "error"]
+
+
+def test_libraries_is_read_only_and_compared_by_its_fields(package: Path) -> None:
+    result = _run(
+        package,
+        """
+        from pathlib import Path
+        from llama_bindings import Libraries
+        a = Libraries(ffi=1, llama=2, ggml=3, llama_mtp=None, lib_dir=Path("lib"))
+        b = Libraries(1, 2, 3, None, Path("lib"), "abi")
+        c = Libraries(1, 2, 3, None, Path("lib"), "api")
+        print(a == b, hash(a) == hash(b), a == c, a.mode, a.llama, a.ggml)
+        for action in (lambda: setattr(a, "mode", "api"), lambda: delattr(a, "llama")):
+            try:
+                action()
+            except AttributeError:
+                print("read-only")
+        print(repr(a))
+        """,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["True", "True", "False", "abi", "2", "3"]
+    assert lines[1:3] == ["read-only", "read-only"]
+    assert lines[3] == (
+        "Libraries(ffi=1, ggml=3, lib_dir=PosixPath('lib'), llama=2, llama_mtp=None, mode='abi')"
+    )

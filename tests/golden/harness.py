@@ -32,8 +32,16 @@ UPDATE_COMMAND = "python -m tests.golden --update"
 # i386) and an LLP64 one (4-byte long).
 TARGETS: tuple[str, ...] = (HOST_TARGET, "i686-linux-gnu", "x86_64-w64-windows-gnu")
 SOURCE = Source(tag="golden", commit="0" * 40, digest="")
-# What is compared: the cdef, the stubs, the enums, the integer constants and the ABI manifest.
-FILES: tuple[str, ...] = ("abi_manifest.json", "api.pyi", "cdef.h", "constants.py", "enums.py")
+# What is compared: the cdef, the stubs, the enums, the integer constants, the ABI manifest and
+# cffi's out-of-line ABI module (the cdef pre-parsed).
+FILES: tuple[str, ...] = (
+    "_ffi_abi.py",
+    "abi_manifest.json",
+    "api.pyi",
+    "cdef.h",
+    "constants.py",
+    "enums.py",
+)
 
 VERSION_PLACEHOLDER = "<version>"
 _VERSION_LINES: tuple[tuple[str, str], ...] = (

@@ -136,3 +136,32 @@ def test_speculative_options_are_validated(runtime: Any) -> None:
         mtp_spec(runtime, draft_token_max=2, draft_token_min=3)
     with pytest.raises(ValueError, match="p_min"):
         mtp_spec(runtime, p_min=1.5)
+
+
+def test_a_wrapper_missing_a_function_is_unsupported_not_a_cffi_error(
+    host_build: BuildResult,
+) -> None:
+    """With the pre-parsed ffi a missing function raises cffi's ffi.error, not AttributeError:
+    the runtime still says which function the wrapper lacks. libggml-base stands in for a wrapper
+    that exports none of them (as a folder loaded with check_abi=False could hold), in a fresh
+    process: once the real wrapper is loaded, the dynamic linker finds its symbols through any
+    handle."""
+    code = textwrap.dedent(
+        """
+        import sys, types
+        from llama_bindings import runtime
+        from llama_bindings._ffi import ffi
+        stand_in = ffi.dlopen(sys.argv[1])
+        try:
+            runtime._mtp_wrapper(types.SimpleNamespace(llama_mtp=stand_in))
+        except runtime.LlamaUnsupportedError as exc:
+            print("unsupported:", exc.reason)
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(host_build.lib_dir / "libggml-base.so")],
+        capture_output=True, text=True, timeout=120, check=False,
+        env={"PYTHONPATH": str(Path(__file__).resolve().parents[2] / "generated")},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "unsupported: the llama_mtp wrapper these bindings declare has no" in proc.stdout

@@ -4,18 +4,14 @@ Each load runs in its own process so that a crash shows as a crash."""
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from generator.build.api_module import module_file_name
 from generator.hashing import file_sha256
+from tests.bindings_process import run_json
 from tests.conftest import BuildFactory
 from tests.repo import REPO_ROOT
 
@@ -62,18 +58,29 @@ print(json.dumps({"error": None, "mode": libs.mode,
 """
 
 
-def _run(code: str, package_parent: Path, *args: str, **env: str) -> dict[str, object]:
-    proc = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code), *args],
-        cwd=package_parent,
-        env={**os.environ, "PYTHONPATH": str(package_parent), **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
-    result: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return result
+_run = run_json
+
+# load() and one call, then what the process imported: with the pre-parsed declarations nothing
+# parses C (pycparser is what ffi.cdef uses), in either mode.
+LOAD_PARSES_NOTHING = """
+import json, sys
+block = sys.argv[3] == "in-line"
+if block:  # as a cffi whose backend cannot load the pre-parsed module would have it
+    import warnings
+    warnings.simplefilter("ignore", RuntimeWarning)
+    sys.modules["llama_bindings._ffi_abi"] = None
+import llama_bindings as lb
+libs = lb.load(sys.argv[1], mode=sys.argv[2])
+print(json.dumps({
+    "mode": libs.mode,
+    "ffi_source": lb._ffi.FFI_SOURCE.split(":")[0],
+    "ffi_is_the_bindings": libs.ffi is lb.ffi,
+    "ffi_module": type(libs.ffi).__module__,
+    "max_devices": int(libs.llama.llama_max_devices()),
+    "n_ctx": int(libs.llama.llama_context_default_params().n_ctx),
+    "parser_loaded": sorted(m for m in ("pycparser", "cffi.cparser") if m in sys.modules),
+}))
+"""
 
 
 @pytest.fixture(scope="module")
@@ -155,3 +162,29 @@ def test_module_from_other_declarations_is_not_used(host_lib_dir: Path, tmp_path
     assert any("other declarations" in str(w) for w in auto["warnings"])  # type: ignore[attr-defined]
     required = _run(LOAD, tmp_path, str(host_lib_dir), "api")
     assert required["error"] == "ApiModuleError"
+
+
+@pytest.mark.parametrize("mode", ["abi", "api"])
+def test_load_with_the_preparsed_declarations_parses_no_c(host_lib_dir: Path, mode: str) -> None:
+    """ABI mode calls through the pre-parsed ffi, API mode through the compiled module's; either
+    way the libraries were opened and the ABI guard passed without pycparser being imported."""
+    out = _run(LOAD_PARSES_NOTHING, PACKAGE.parent, str(host_lib_dir), mode, "pre-parsed")
+    assert out["mode"] == mode
+    assert out["ffi_source"] == "pre-parsed"
+    assert out["ffi_is_the_bindings"] is (mode == "abi")
+    assert out["parser_loaded"] == []
+    assert isinstance(out["max_devices"], int) and out["max_devices"] > 0
+
+
+def test_inline_fallback_opens_checks_and_calls_the_same(host_lib_dir: Path) -> None:
+    """Where the pre-parsed module cannot be used, the in-line parse declares the guard's
+    functions too: load() with its checks passes and calls agree with the pre-parsed ffi."""
+    inline = _run(LOAD_PARSES_NOTHING, PACKAGE.parent, str(host_lib_dir), "abi", "in-line")
+    preparsed = _run(LOAD_PARSES_NOTHING, PACKAGE.parent, str(host_lib_dir), "abi", "pre-parsed")
+    assert inline["ffi_source"] == "in-line"
+    assert inline["ffi_module"] == "cffi.api" and preparsed["ffi_module"] == "_cffi_backend"
+    assert inline["parser_loaded"] == ["cffi.cparser", "pycparser"]
+    assert (inline["max_devices"], inline["n_ctx"]) == (
+        preparsed["max_devices"],
+        preparsed["n_ctx"],
+    )
