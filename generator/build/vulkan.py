@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
+from generator.debs import fetch_and_unpack
 from generator.errors import BindgenError, UsageError
 from generator.paths import default_cache_dir
 from generator.platforms import GPU_BACKEND_APT
@@ -103,40 +103,15 @@ def suite_sources(text: str, suite: str = HEADERS_SUITE) -> str:
 
 
 def _download_headers(folder: Path) -> None:
-    if shutil.which("apt-get") is None or shutil.which("dpkg") is None:
-        raise VulkanSetupError("fetching newer Vulkan headers needs apt-get and dpkg")
     if folder.exists():
         shutil.rmtree(folder)
-    parts = folder / "apt" / "sources"
-    lists = folder / "apt" / "lists"
-    (lists / "partial").mkdir(parents=True)
-    (folder / "apt" / "cache" / "archives" / "partial").mkdir(parents=True)
-    parts.mkdir(parents=True)
+    folder.mkdir(parents=True)
     try:
         host = SOURCES.read_text(encoding="utf-8")
     except OSError as exc:
         raise VulkanSetupError(f"{SOURCES}: {exc.strerror or exc}") from None
-    (parts / f"{HEADERS_SUITE}.sources").write_text(suite_sources(host), encoding="utf-8")
-    options = [
-        "-o", "Dir::Etc::SourceList=/dev/null",
-        "-o", f"Dir::Etc::SourceParts={parts}",
-        "-o", f"Dir::State::Lists={lists}",
-        "-o", f"Dir::Cache={folder / 'apt' / 'cache'}",
-        "-o", "Debug::NoLocking=1",
-        "-o", "APT::Sandbox::User=root",
-    ]  # fmt: skip
-    debs = folder / "debs"
-    debs.mkdir()
-    _run(["apt-get", *options, "update"], f"apt-get update ({HEADERS_SUITE} lists)", folder)
-    _run(["apt-get", *options, "download", "libvulkan-dev"], "apt-get download", debs)
-    for deb in sorted(debs.glob("*.deb")):
-        _run(["dpkg", "-x", str(deb), str(folder / "root")], f"dpkg -x {deb.name}", folder)
-    shutil.rmtree(debs)
-    shutil.rmtree(folder / "apt")
-
-
-def _run(argv: list[str], what: str, cwd: Path) -> None:
-    proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-        raise VulkanSetupError(f"{what} failed: {' / '.join(tail)}")
+    fetch_and_unpack(
+        folder, ["libvulkan-dev"], folder / "root",
+        what=f"{HEADERS_SUITE}'s libvulkan-dev", sources=suite_sources(host),
+        error=VulkanSetupError, progress=_progress,
+    )  # fmt: skip

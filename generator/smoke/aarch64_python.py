@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from generator.debs import fetch_and_unpack
 from generator.errors import BindgenError
 from generator.paths import default_cache_dir
 
@@ -66,14 +66,6 @@ def _progress(message: str) -> None:
     print(f"smoke linux-aarch64: {message}", file=sys.stderr, flush=True)
 
 
-def _run(argv: list[str], what: str) -> None:
-    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise Aarch64PythonError(
-            f"{what} failed ({proc.returncode}): {proc.stderr.strip()[-1500:]}"
-        )
-
-
 def cache_key() -> str:
     return hashlib.sha256("\n".join(PACKAGES).encode()).hexdigest()[:12]
 
@@ -94,37 +86,12 @@ def ensure_aarch64_python(cache: Path | None = None) -> Aarch64Python:
         return result
     if folder.exists():
         shutil.rmtree(folder)
-    lists = folder / "apt" / "lists"
-    (lists / "partial").mkdir(parents=True)
-    (folder / "apt" / "cache" / "archives" / "partial").mkdir(parents=True)
-    debs = folder / "debs"
-    debs.mkdir()
-    options = [
-        "-o", "APT::Architecture=arm64",
-        "-o", "APT::Architectures=arm64",
-        "-o", f"Dir::State::Lists={lists}",
-        "-o", f"Dir::Cache={folder / 'apt' / 'cache'}",
-        "-o", "Debug::NoLocking=1",
-        "-o", "APT::Sandbox::User=root",
-    ]  # fmt: skip
-    _progress("apt-get update (arm64 package lists, private state folder)")
-    _run(["apt-get", *options, "update"], "apt-get update for arm64")
-    _progress(f"downloading {len(PACKAGES)} arm64 packages")
-    proc = subprocess.run(
-        ["apt-get", *options, "download", *PACKAGES],
-        cwd=debs, capture_output=True, text=True, check=False,
+    fetch_and_unpack(
+        folder, PACKAGES, folder / "root", what="Debian's arm64 Python",
+        apt_options=["-o", "APT::Architecture=arm64", "-o", "APT::Architectures=arm64"],
+        error=Aarch64PythonError, progress=_progress,
     )  # fmt: skip
-    if proc.returncode != 0:
-        raise Aarch64PythonError(f"apt-get download failed: {proc.stderr.strip()[-1500:]}")
-    root = folder / "root"
-    root.mkdir()
-    files = sorted(debs.glob("*.deb"))
-    _progress(f"unpacking {len(files)} packages into {root}")
-    for deb in files:
-        _run(["dpkg", "-x", str(deb), str(root)], f"dpkg -x {deb.name}")
     if not result.python.is_file():
         raise Aarch64PythonError(f"{PYTHON} missing after unpacking the arm64 packages")
-    shutil.rmtree(debs)
-    shutil.rmtree(folder / "apt")
     (folder / DONE_MARKER).write_text("\n".join(PACKAGES) + "\n", encoding="utf-8")
     return result
