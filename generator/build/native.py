@@ -106,17 +106,43 @@ def backend_missing_tools(backend: str) -> str:
         from generator.build.vulkan import missing_tools
 
         return missing_tools()
-    if backend == "cuda" and cuda_compiler() is None:
-        return (
-            "a CUDA build needs nvcc (NVIDIA's CUDA toolkit; Debian and Ubuntu package it as "
-            "nvidia-cuda-toolkit): none on PATH or in /usr/local/cuda/bin"
-        )
+    if backend == "cuda":
+        return _cuda_missing()
     if backend == "metal" and sys.platform != "darwin":
         return (
             "a Metal build needs macOS (Apple clang with the Metal framework and SDK); the "
             "release workflow's macOS jobs build it"
         )
     return ""
+
+
+# Where CUDA toolkits and Debian's/Ubuntu's CUDA libraries are installed.
+CUDA_ROOTS: tuple[Path, ...] = (Path("/usr/local/cuda"),)
+SYSTEM_LIBRARY_DIRS: list[Path] = [Path("/usr/lib/x86_64-linux-gnu")]
+
+
+def _cuda_missing() -> str:
+    compiler = cuda_compiler()
+    if compiler is None:
+        return (
+            "a CUDA build needs nvcc (NVIDIA's CUDA toolkit; Debian and Ubuntu package it as "
+            "nvidia-cuda-toolkit): none on PATH or in /usr/local/cuda/bin"
+        )
+    if not cuda_library_found(compiler, "cublas"):
+        return (
+            f"a CUDA build needs cuBLAS (ggml-cuda links it), and the toolkit of {compiler} has "
+            "no libcublas: install the full CUDA toolkit"
+        )
+    return ""
+
+
+def cuda_library_found(compiler: Path, name: str) -> bool:
+    """Whether ``lib<name>.so`` is where CMake's CUDAToolkit looks: beside nvcc's toolkit, or in
+    the system's library folder (Debian's and Ubuntu's packages)."""
+    roots = (compiler.resolve().parent.parent, *CUDA_ROOTS)
+    folders = [r / sub for r in roots for sub in ("lib64", "targets/x86_64-linux/lib", "lib")]
+    folders += SYSTEM_LIBRARY_DIRS
+    return any(any(folder.glob(f"lib{name}.so*")) for folder in folders if folder.is_dir())
 
 
 def cuda_compiler() -> Path | None:

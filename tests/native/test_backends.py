@@ -39,6 +39,25 @@ def test_a_cuda_build_without_nvcc_is_refused_before_anything_runs(
         build_native(tmp_path / "no-tree", "linux-x86_64", backend="cuda")
 
 
+def test_a_cuda_toolkit_without_cublas_is_refused_with_that_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ggml-cuda links cuBLAS: a toolkit without it (as this machine's nvcc-only one) is refused
+    before configuring; with libcublas beside nvcc's toolkit it is accepted."""
+    nvcc = tmp_path / "cuda" / "bin" / "nvcc"
+    nvcc.parent.mkdir(parents=True)
+    nvcc.write_text("#!/bin/sh\n", encoding="utf-8")
+    monkeypatch.setattr(native, "cuda_compiler", lambda: nvcc)
+    monkeypatch.setattr(native, "CUDA_ROOTS", ())
+    monkeypatch.setattr(native, "SYSTEM_LIBRARY_DIRS", [])
+    assert "needs cuBLAS" in native.backend_missing_tools("cuda")
+    with pytest.raises(UsageError, match="linux-x86_64-cuda: a CUDA build needs cuBLAS"):
+        build_native(tmp_path / "no-tree", "linux-x86_64", backend="cuda")
+    (tmp_path / "cuda" / "lib64").mkdir()
+    (tmp_path / "cuda" / "lib64" / "libcublas.so.13").write_bytes(b"")
+    assert native.backend_missing_tools("cuda") == ""
+
+
 def test_a_metal_build_needs_a_mac(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(native.sys, "platform", "linux")
     with pytest.raises(UsageError, match="macos-arm64-metal: a Metal build needs macOS"):
