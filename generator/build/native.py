@@ -133,6 +133,12 @@ def _cuda_missing() -> str:
             f"a CUDA build needs cuBLAS (ggml-cuda links it), and the toolkit of {compiler} has "
             "no libcublas: install the full CUDA toolkit"
         )
+    if not cuda_library_found(compiler, "cuda"):
+        return (
+            "a CUDA build links NVIDIA's driver library (libcuda, for ggml's virtual-memory "
+            "pool): neither the driver nor the toolkit's stub (lib/stubs/libcuda.so) is there "
+            f"for {compiler}"
+        )
     return ""
 
 
@@ -140,7 +146,8 @@ def cuda_library_found(compiler: Path, name: str) -> bool:
     """Whether ``lib<name>.so`` is where CMake's CUDAToolkit looks: beside nvcc's toolkit, or in
     the system's library folder (Debian's and Ubuntu's packages)."""
     roots = (compiler.resolve().parent.parent, *CUDA_ROOTS)
-    folders = [r / sub for r in roots for sub in ("lib64", "targets/x86_64-linux/lib", "lib")]
+    subs = ("lib64", "targets/x86_64-linux/lib", "lib")
+    folders = [r / sub / leaf for r in roots for sub in subs for leaf in ("", "stubs")]
     folders += SYSTEM_LIBRARY_DIRS
     return any(any(folder.glob(f"lib{name}.so*")) for folder in folders if folder.is_dir())
 

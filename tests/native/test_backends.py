@@ -53,8 +53,10 @@ def test_a_cuda_toolkit_without_cublas_is_refused_with_that_reason(
     assert "needs cuBLAS" in native.backend_missing_tools("cuda")
     with pytest.raises(UsageError, match="linux-x86_64-cuda: a CUDA build needs cuBLAS"):
         build_native(tmp_path / "no-tree", "linux-x86_64", backend="cuda")
-    (tmp_path / "cuda" / "lib64").mkdir()
+    (tmp_path / "cuda" / "lib64" / "stubs").mkdir(parents=True)
     (tmp_path / "cuda" / "lib64" / "libcublas.so.13").write_bytes(b"")
+    assert "NVIDIA's driver library" in native.backend_missing_tools("cuda")
+    (tmp_path / "cuda" / "lib64" / "stubs" / "libcuda.so").write_bytes(b"")
     assert native.backend_missing_tools("cuda") == ""
 
 
