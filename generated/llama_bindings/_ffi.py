@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 # sha256 of the declarations; a compiled API-mode module must have been built from the same.
-CDEF_IDENTITY = "ccfe7a93e2fcc61f7cf94046763cb302699818af53d49483ab9bb31a219bbc1e"
+CDEF_IDENTITY = "2b26de1fd3336f6fb3e59c3d840fd842dfb24ca493f0f6955d3adfc9f3588274"
 ABI_MODULE = f"{__package__}._ffi_abi"
 ABI_GUARD_CDEF = """\
 const char *llama_bindgen_abi_commit(void);

@@ -444,6 +444,10 @@ class llama_mtp_params:
     backend_sampling: int
     n_threads: int
     n_threads_batch: int
+    strategies: CData
+    n_strategies: int
+    draft_n_ctx: int
+    draft_model: CData
 
 class llama_mtp_stats:
     """C ``struct llama_mtp_stats`` (llama_mtp.h)."""
@@ -455,6 +459,36 @@ class llama_mtp_stats:
     n_accepted: int
     n_steps: int
     n_backend_sampled: int
+
+class llama_mtp_strategy:
+    """C ``struct llama_mtp_strategy`` (llama_mtp.h).
+
+    One strategy and its parameters; fill with llama_mtp_default_strategy, then adjust. Fields a
+    strategy does not use are ignored.
+    """
+
+    struct_size: int
+    type: int
+    size_n: int
+    size_m: int
+    min_hits: int
+    n_match: int
+    mod_n_min: int
+    mod_n_max: int
+    cache_static: CData
+    cache_dynamic: CData
+
+class llama_mtp_strategy_stats:
+    """C ``struct llama_mtp_strategy_stats`` (llama_mtp.h).
+
+    Counters of one strategy (llama_mtp_get_strategy_stats).
+    """
+
+    struct_size: int
+    type: int
+    n_drafts: int
+    n_drafted: int
+    n_accepted: int
 
 class llama_opt_params:
     """C ``struct llama_opt_params`` (llama.h)."""
@@ -5009,7 +5043,13 @@ class LlamaMtpLibrary:
     def llama_mtp_create(self, ctx_tgt: CData, params: CData, out: CData, /) -> int:
         """``enum llama_mtp_status llama_mtp_create(struct llama_context * ctx_tgt, const struct llama_mtp_params * params, struct llama_mtp ** out)`` (llama_mtp.h)
 
-        Create the MTP sidecar for ctx_tgt. The model must have NextN layers and have been loaded with
+        Create the sidecar for ctx_tgt with params' strategies (none listed: draft-mtp). Refused with a
+        status, before anything is created: an unknown type (INVALID_ARGUMENT), a strategy listed twice
+        or two draft-context strategies (UNSUPPORTED_STRATEGY), draft-simple without params.draft_model
+        (INVALID_ARGUMENT) or with one whose vocabulary differs from the target's (VOCAB_MISMATCH),
+        draft-eagle3/dflash/dspark (UNSUPPORTED_STRATEGY: not run by this wrapper yet), n-gram sizes out of
+        range (INVALID_ARGUMENT), an n-gram cache file that cannot be read or is malformed
+        (FILE_UNREADABLE). With draft-mtp: the model must have NextN layers and have been loaded with
         llama_model_params.load_mtp = true (checked: its NextN tensors must be present, else
         LLAMA_MTP_STATUS_MTP_NOT_LOADED). Call before the first decode on ctx_tgt: it switches the
         target to emitting the hidden states MTP needs. Recurrent or hybrid targets need
@@ -5023,6 +5063,13 @@ class LlamaMtpLibrary:
         """``enum llama_mtp_status llama_mtp_default_params(struct llama_mtp_params * params)`` (llama_mtp.h)
 
         Fill *params with defaults; params->struct_size must be set by the caller.
+        """
+
+    def llama_mtp_default_strategy(self, type: int, strategy: CData, /) -> int:
+        """``enum llama_mtp_status llama_mtp_default_strategy(int32_t type, struct llama_mtp_strategy * strategy)`` (llama_mtp.h)
+
+        Fill *strategy with this library's defaults for `type` (llama.cpp's own defaults);
+        strategy->struct_size must be set by the caller.
         """
 
     def llama_mtp_draft(self, mtp: CData, seq_id: int, id_last: int, pos0: int, n_max: int, draft: CData, capacity: int, n_draft: CData, /) -> int:
@@ -5054,6 +5101,13 @@ class LlamaMtpLibrary:
         n_steps; fields past the caller's struct_size are not written).
         """
 
+    def llama_mtp_get_strategy_stats(self, mtp: CData, index: int, stats: CData, /) -> int:
+        """``enum llama_mtp_status llama_mtp_get_strategy_stats(const struct llama_mtp * mtp, int32_t index, struct llama_mtp_strategy_stats * stats)`` (llama_mtp.h)
+
+        Copy the counters of strategy `index` (0 .. llama_mtp_n_strategies - 1) into *stats;
+        stats->struct_size must be set by the caller.
+        """
+
     def llama_mtp_last_error(self) -> CData:
         """``const char * llama_mtp_last_error(void)`` (llama_mtp.h)
 
@@ -5072,6 +5126,13 @@ class LlamaMtpLibrary:
         Number of NextN (MTP) layers of a model into *n_layers.
         """
 
+    def llama_mtp_n_strategies(self, mtp: CData, /) -> int:
+        """``int32_t llama_mtp_n_strategies(const struct llama_mtp * mtp)`` (llama_mtp.h)
+
+        Number of strategies the sidecar runs, in the order it asks them (llama.cpp's order of
+        preference); -1 for a handle that is not live.
+        """
+
     def llama_mtp_process(self, mtp: CData, batch: CData, /) -> int:
         """``enum llama_mtp_status llama_mtp_process(struct llama_mtp * mtp, const struct llama_batch * batch)`` (llama_mtp.h)
 
@@ -5082,7 +5143,7 @@ class LlamaMtpLibrary:
     def llama_mtp_reset_stats(self, mtp: CData, /) -> int:
         """``enum llama_mtp_status llama_mtp_reset_stats(struct llama_mtp * mtp)`` (llama_mtp.h)
 
-        Zero the counters.
+        Zero the counters (the strategies' too).
         """
 
     def llama_mtp_seq_rm(self, mtp: CData, seq_id: int, p0: int, p1: int, /) -> int:
@@ -5107,4 +5168,20 @@ class LlamaMtpLibrary:
         is decoded). A sampler that selects no token (an empty chain, say) on the first row fails with
         LLAMA_MTP_STATUS_INVALID_ARGUMENT and the step is undone; on a later row, the rows before it
         are returned. Stops after an end-of-generation token.
+        """
+
+    def llama_mtp_strategy_name(self, type: int, /) -> CData:
+        """``const char * llama_mtp_strategy_name(int32_t type)`` (llama_mtp.h)
+
+        llama.cpp's name of a strategy ("draft-mtp", "ngram-mod", ...; the --spec-type value), or NULL
+        for a value that is not one.
+        """
+
+    def llama_mtp_strategy_supported(self, type: int, /) -> int:
+        """``enum llama_mtp_status llama_mtp_strategy_supported(int32_t type)`` (llama_mtp.h)
+
+        LLAMA_MTP_STATUS_OK when this library can run `type` (with a suitable draft model where it needs
+        one); else LLAMA_MTP_STATUS_UNSUPPORTED_STRATEGY (a value this release of llama.cpp lacks, or
+        one the wrapper does not run) or LLAMA_MTP_STATUS_INVALID_ARGUMENT (not a strategy at all), and
+        llama_mtp_last_error() says why.
         """

@@ -53,6 +53,8 @@ struct llama_model_tensor_override;
 struct llama_mtp;
 struct llama_mtp_params;
 struct llama_mtp_stats;
+struct llama_mtp_strategy;
+struct llama_mtp_strategy_stats;
 struct llama_opt_params;
 struct llama_perf_context_data;
 struct llama_perf_sampler_data;
@@ -504,6 +506,21 @@ enum llama_mtp_status {
     LLAMA_MTP_STATUS_DECODE_FAILED = 8,
     LLAMA_MTP_STATUS_BUFFER_TOO_SMALL = 9,
     LLAMA_MTP_STATUS_INTERNAL_ERROR = 10,
+    LLAMA_MTP_STATUS_UNSUPPORTED_STRATEGY = 11,
+    LLAMA_MTP_STATUS_VOCAB_MISMATCH = 12,
+    LLAMA_MTP_STATUS_FILE_UNREADABLE = 13,
+};
+enum llama_mtp_strategy_type {
+    LLAMA_MTP_STRATEGY_DRAFT_SIMPLE = 1,
+    LLAMA_MTP_STRATEGY_DRAFT_EAGLE3 = 2,
+    LLAMA_MTP_STRATEGY_DRAFT_MTP = 3,
+    LLAMA_MTP_STRATEGY_DRAFT_DFLASH = 4,
+    LLAMA_MTP_STRATEGY_DRAFT_DSPARK = 5,
+    LLAMA_MTP_STRATEGY_NGRAM_SIMPLE = 6,
+    LLAMA_MTP_STRATEGY_NGRAM_MAP_K = 7,
+    LLAMA_MTP_STRATEGY_NGRAM_MAP_K4V = 8,
+    LLAMA_MTP_STRATEGY_NGRAM_MOD = 9,
+    LLAMA_MTP_STRATEGY_NGRAM_CACHE = 10,
 };
 enum llama_pooling_type {
     LLAMA_POOLING_TYPE_UNSPECIFIED = -1,
@@ -875,6 +892,10 @@ struct llama_mtp_params {
     int32_t backend_sampling;
     int32_t n_threads;
     int32_t n_threads_batch;
+    const struct llama_mtp_strategy * strategies;
+    uint32_t n_strategies;
+    int32_t draft_n_ctx;
+    struct llama_model * draft_model;
 };
 struct llama_mtp_stats {
     uint32_t struct_size;
@@ -884,6 +905,25 @@ struct llama_mtp_stats {
     uint64_t n_accepted;
     uint64_t n_steps;
     uint64_t n_backend_sampled;
+};
+struct llama_mtp_strategy {
+    uint32_t struct_size;
+    int32_t type;
+    int32_t size_n;
+    int32_t size_m;
+    int32_t min_hits;
+    int32_t n_match;
+    int32_t mod_n_min;
+    int32_t mod_n_max;
+    const char * cache_static;
+    const char * cache_dynamic;
+};
+struct llama_mtp_strategy_stats {
+    uint32_t struct_size;
+    int32_t type;
+    uint64_t n_drafts;
+    uint64_t n_drafted;
+    uint64_t n_accepted;
 };
 typedef bool (*llama_opt_param_filter)(const struct ggml_tensor *, void *);
 struct llama_opt_params {
@@ -1740,17 +1780,22 @@ enum llama_mtp_status llama_mtp_accept(struct llama_mtp * mtp, llama_seq_id seq_
 enum llama_mtp_status llama_mtp_begin(struct llama_mtp * mtp, llama_seq_id seq_id, const llama_token * prompt, int32_t n_prompt);
 enum llama_mtp_status llama_mtp_create(struct llama_context * ctx_tgt, const struct llama_mtp_params * params, struct llama_mtp ** out);
 enum llama_mtp_status llama_mtp_default_params(struct llama_mtp_params * params);
+enum llama_mtp_status llama_mtp_default_strategy(int32_t type, struct llama_mtp_strategy * strategy);
 enum llama_mtp_status llama_mtp_draft(struct llama_mtp * mtp, llama_seq_id seq_id, llama_token id_last, llama_pos pos0, int32_t n_max, llama_token * draft, int32_t capacity, int32_t * n_draft);
 void llama_mtp_free(struct llama_mtp * mtp);
 struct llama_context * llama_mtp_get_context(struct llama_mtp * mtp);
 enum llama_mtp_status llama_mtp_get_stats(const struct llama_mtp * mtp, struct llama_mtp_stats * stats);
+enum llama_mtp_status llama_mtp_get_strategy_stats(const struct llama_mtp * mtp, int32_t index, struct llama_mtp_strategy_stats * stats);
 const char * llama_mtp_last_error(void);
 const char * llama_mtp_llama_commit(void);
 enum llama_mtp_status llama_mtp_model_n_nextn_layers(const struct llama_model * model, int32_t * n_layers);
+int32_t llama_mtp_n_strategies(const struct llama_mtp * mtp);
 enum llama_mtp_status llama_mtp_process(struct llama_mtp * mtp, const struct llama_batch * batch);
 enum llama_mtp_status llama_mtp_reset_stats(struct llama_mtp * mtp);
 enum llama_mtp_status llama_mtp_seq_rm(struct llama_mtp * mtp, llama_seq_id seq_id, llama_pos p0, llama_pos p1);
 enum llama_mtp_status llama_mtp_step(struct llama_mtp * mtp, llama_seq_id seq_id, struct llama_sampler * smpl, llama_token id_last, llama_pos n_past, llama_token * tokens, int32_t capacity, int32_t * n_tokens);
+const char * llama_mtp_strategy_name(int32_t type);
+enum llama_mtp_status llama_mtp_strategy_supported(int32_t type);
 uint32_t llama_n_batch(const struct llama_context * ctx);
 uint32_t llama_n_ctx(const struct llama_context * ctx);
 uint32_t llama_n_ctx_seq(const struct llama_context * ctx);

@@ -45,6 +45,7 @@ __all__ = [
     "llama_model_kv_override_type",
     "llama_model_meta_key",
     "llama_mtp_status",
+    "llama_mtp_strategy_type",
     "llama_pooling_type",
     "llama_process_type",
     "llama_rope_scaling_type",
@@ -647,6 +648,27 @@ class llama_mtp_status(enum.IntEnum):
     DECODE_FAILED = 8
     BUFFER_TOO_SMALL = 9
     INTERNAL_ERROR = 10
+    UNSUPPORTED_STRATEGY = 11
+    VOCAB_MISMATCH = 12
+    FILE_UNREADABLE = 13
+
+
+class llama_mtp_strategy_type(enum.IntEnum):
+    """C ``enum llama_mtp_strategy_type`` (llama_mtp.h).
+
+    Speculative strategies: upstream's COMMON_SPECULATIVE_TYPE_* with fixed values of our own.
+    """
+
+    DRAFT_SIMPLE = 1
+    DRAFT_EAGLE3 = 2
+    DRAFT_MTP = 3
+    DRAFT_DFLASH = 4
+    DRAFT_DSPARK = 5
+    NGRAM_SIMPLE = 6
+    NGRAM_MAP_K = 7
+    NGRAM_MAP_K4V = 8
+    NGRAM_MOD = 9
+    NGRAM_CACHE = 10
 
 
 class llama_pooling_type(enum.IntEnum):
@@ -1111,6 +1133,19 @@ LLAMA_MTP_STATUS_CONTEXT_FAILED: Final = llama_mtp_status.CONTEXT_FAILED
 LLAMA_MTP_STATUS_DECODE_FAILED: Final = llama_mtp_status.DECODE_FAILED
 LLAMA_MTP_STATUS_BUFFER_TOO_SMALL: Final = llama_mtp_status.BUFFER_TOO_SMALL
 LLAMA_MTP_STATUS_INTERNAL_ERROR: Final = llama_mtp_status.INTERNAL_ERROR
+LLAMA_MTP_STATUS_UNSUPPORTED_STRATEGY: Final = llama_mtp_status.UNSUPPORTED_STRATEGY
+LLAMA_MTP_STATUS_VOCAB_MISMATCH: Final = llama_mtp_status.VOCAB_MISMATCH
+LLAMA_MTP_STATUS_FILE_UNREADABLE: Final = llama_mtp_status.FILE_UNREADABLE
+LLAMA_MTP_STRATEGY_DRAFT_SIMPLE: Final = llama_mtp_strategy_type.DRAFT_SIMPLE
+LLAMA_MTP_STRATEGY_DRAFT_EAGLE3: Final = llama_mtp_strategy_type.DRAFT_EAGLE3
+LLAMA_MTP_STRATEGY_DRAFT_MTP: Final = llama_mtp_strategy_type.DRAFT_MTP
+LLAMA_MTP_STRATEGY_DRAFT_DFLASH: Final = llama_mtp_strategy_type.DRAFT_DFLASH
+LLAMA_MTP_STRATEGY_DRAFT_DSPARK: Final = llama_mtp_strategy_type.DRAFT_DSPARK
+LLAMA_MTP_STRATEGY_NGRAM_SIMPLE: Final = llama_mtp_strategy_type.NGRAM_SIMPLE
+LLAMA_MTP_STRATEGY_NGRAM_MAP_K: Final = llama_mtp_strategy_type.NGRAM_MAP_K
+LLAMA_MTP_STRATEGY_NGRAM_MAP_K4V: Final = llama_mtp_strategy_type.NGRAM_MAP_K4V
+LLAMA_MTP_STRATEGY_NGRAM_MOD: Final = llama_mtp_strategy_type.NGRAM_MOD
+LLAMA_MTP_STRATEGY_NGRAM_CACHE: Final = llama_mtp_strategy_type.NGRAM_CACHE
 LLAMA_POOLING_TYPE_UNSPECIFIED: Final = llama_pooling_type.UNSPECIFIED
 LLAMA_POOLING_TYPE_NONE: Final = llama_pooling_type.NONE
 LLAMA_POOLING_TYPE_MEAN: Final = llama_pooling_type.MEAN

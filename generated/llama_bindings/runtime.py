@@ -70,6 +70,8 @@ _RANDOM_SEED: Final = 0xFFFFFFFF
 _MTP_OK: Final = 0
 _MTP_NO_NEXTN_LAYERS: Final = 3
 _MTP_NOT_LOADED: Final = 4
+# unsupported strategy, draft model vocabulary mismatch, unreadable n-gram cache file
+_MTP_REFUSED: Final = (_MTP_NO_NEXTN_LAYERS, _MTP_NOT_LOADED, 11, 12, 13)
 # Wrapper functions the MTP path calls; libraries without any of them cannot run it.
 _MTP_FUNCTIONS: Final = (
     "llama_mtp_default_params",
@@ -82,6 +84,12 @@ _MTP_FUNCTIONS: Final = (
     "llama_mtp_get_stats",
     "llama_mtp_reset_stats",
     "llama_mtp_last_error",
+)
+# ... and the ones a strategy other than draft-mtp alone needs (wrappers since the second release)
+_STRATEGY_FUNCTIONS: Final = (
+    "llama_mtp_default_strategy",
+    "llama_mtp_n_strategies",
+    "llama_mtp_get_strategy_stats",
 )
 
 
@@ -112,20 +120,122 @@ class LlamaUnsupportedError(LlamaRuntimeError):
 
 
 class SpeculativeMode(enum.StrEnum):
+    """Speculative strategies, by llama.cpp's ``--spec-type`` names."""
+
     NONE = "none"
-    DRAFT_MTP = "draft-mtp"
+    DRAFT_SIMPLE = "draft-simple"  # a separate draft model (SpeculativeDecoding.draft_model)
+    DRAFT_EAGLE3 = "draft-eagle3"  # exposed, refused: see _NOT_RUN
+    DRAFT_MTP = "draft-mtp"  # the target's own NextN (MTP) head
+    DRAFT_DFLASH = "draft-dflash"  # exposed, refused
+    DRAFT_DSPARK = "draft-dspark"  # exposed, refused
+    NGRAM_SIMPLE = "ngram-simple"  # draftless: the m-gram after the last match of the n-gram
+    NGRAM_MAP_K = "ngram-map-k"  # draftless: n-gram keys
+    NGRAM_MAP_K4V = "ngram-map-k4v"  # draftless: n-gram keys with up to 4 m-gram values
+    NGRAM_MOD = "ngram-mod"  # draftless: hashed n-gram pool
+    NGRAM_CACHE = "ngram-cache"  # draftless: 3-level n-gram cache, optional cache files
+
+
+# llama_mtp_strategy_type values (llama_mtp.h); a test keeps them equal to the generated enum.
+_STRATEGY_TYPES: Final = {
+    SpeculativeMode.DRAFT_SIMPLE: 1,
+    SpeculativeMode.DRAFT_EAGLE3: 2,
+    SpeculativeMode.DRAFT_MTP: 3,
+    SpeculativeMode.DRAFT_DFLASH: 4,
+    SpeculativeMode.DRAFT_DSPARK: 5,
+    SpeculativeMode.NGRAM_SIMPLE: 6,
+    SpeculativeMode.NGRAM_MAP_K: 7,
+    SpeculativeMode.NGRAM_MAP_K4V: 8,
+    SpeculativeMode.NGRAM_MOD: 9,
+    SpeculativeMode.NGRAM_CACHE: 10,
+}
+# Strategies that decode a draft context (at most one per SpeculativeDecoding).
+_DRAFT_CONTEXT: Final = frozenset(
+    {
+        SpeculativeMode.DRAFT_SIMPLE,
+        SpeculativeMode.DRAFT_EAGLE3,
+        SpeculativeMode.DRAFT_MTP,
+        SpeculativeMode.DRAFT_DFLASH,
+        SpeculativeMode.DRAFT_DSPARK,
+    }
+)
+_NOT_RUN: Final = {
+    mode: (
+        f"{mode.value} needs a {label} draft model, which llama.cpp checks with GGML_ASSERT (a "
+        "process abort); the llama_mtp wrapper does not run it until it can check such a model "
+        "itself, and no test model of that kind can be made here yet"
+    )
+    for mode, label in (
+        (SpeculativeMode.DRAFT_EAGLE3, "EAGLE-3"),
+        (SpeculativeMode.DRAFT_DFLASH, "DFlash"),
+        (SpeculativeMode.DRAFT_DSPARK, "DSpark"),
+    )
+}
+_NGRAM_MAX: Final = 1024  # llama_mtp.h's bound on n-gram and m-gram lengths
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """One speculative strategy and its parameters; ``None`` keeps llama.cpp's default.
+
+    ``size_n`` / ``size_m`` / ``min_hits``: n-gram key length, m-gram (draft) length and hits
+    before an m-gram is proposed (ngram-simple, ngram-map-k, ngram-map-k4v); ``n_match``,
+    ``mod_n_min``, ``mod_n_max``: ngram-mod's n-gram length and draft lengths; ``cache_static`` /
+    ``cache_dynamic``: ngram-cache's files (written by llama.cpp's llama-lookup-create). Every
+    draft is also capped by :attr:`SpeculativeDecoding.draft_token_max`.
+    """
+
+    kind: SpeculativeMode
+    size_n: int | None = None
+    size_m: int | None = None
+    min_hits: int | None = None
+    n_match: int | None = None
+    mod_n_min: int | None = None
+    mod_n_max: int | None = None
+    cache_static: str | os.PathLike[str] | None = None
+    cache_dynamic: str | os.PathLike[str] | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", SpeculativeMode(self.kind))
+        if self.kind is SpeculativeMode.NONE:
+            raise ValueError("Strategy kind 'none' is not a strategy")
+        for name in ("size_n", "size_m", "min_hits", "n_match", "mod_n_max"):
+            value = getattr(self, name)
+            if value is not None and not 1 <= value <= _NGRAM_MAX:
+                raise ValueError(f"Strategy.{name} must be in [1, {_NGRAM_MAX}], got {value}")
+        if self.mod_n_min is not None:
+            top = self.mod_n_max if self.mod_n_max is not None else _NGRAM_MAX
+            if not 0 <= self.mod_n_min <= top:
+                raise ValueError(f"Strategy.mod_n_min must be in [0, {top}], got {self.mod_n_min}")
+        for name in ("cache_static", "cache_dynamic"):
+            path = getattr(self, name)
+            if path is not None and self.kind is not SpeculativeMode.NGRAM_CACHE:
+                raise ValueError(f"Strategy.{name} is for ngram-cache, not {self.kind.value}")
+            if path is not None and not os.path.isfile(path):
+                raise FileNotFoundError(errno.ENOENT, "no n-gram cache file", os.fspath(path))
+
+    @property
+    def draft_context(self) -> bool:
+        return self.kind in _DRAFT_CONTEXT
 
 
 @dataclass(frozen=True)
 class SpeculativeDecoding:
     """Speculative decoding options; the default (mode ``none``) decodes one token per step.
 
-    ``draft_token_max``: most tokens per draft (>= 1; llama.cpp's own 0 would mean unlimited),
-    ``draft_token_min``: drafts shorter than this are dropped, ``p_min``: stop drafting when the
-    draft head's top probability falls below it. ``backend_sampling``: let llama.cpp sample the
-    drafts on the draft context's device (the GPU when its layers are offloaded); llama.cpp falls
-    back to the CPU when it cannot, and ``GenerationMetrics.backend_sampled_drafts`` counts the
-    drafts it did sample there.
+    One strategy: ``mode`` (``SpeculativeDecoding("draft-mtp")``). Several: ``strategies``, each a
+    :class:`Strategy` or a mode, for example ``strategies=("ngram-mod", "draft-mtp")``: draftless
+    n-gram strategies with at most one draft-context strategy; each step asks them in llama.cpp's
+    order (n-gram first) and verifies the first draft one of them makes. ``draft_model``: the
+    :class:`Model` draft-simple drafts with (same vocabulary as the target; ``draft_n_ctx`` 0: the
+    target's context size). Checked here, before anything native runs: a ValueError names a bad
+    value, :class:`LlamaUnsupportedError` a strategy or mix that cannot run and why.
+
+    ``draft_token_max``: most tokens per draft, for every strategy (>= 1; llama.cpp's own 0 would
+    mean unlimited), ``draft_token_min``: drafts of the draft context shorter than this are
+    dropped, ``p_min``: stop drafting when the draft head's top probability falls below it.
+    ``backend_sampling``: let llama.cpp sample the drafts on the draft context's device (the GPU
+    when its layers are offloaded); llama.cpp falls back to the CPU when it cannot, and
+    ``GenerationMetrics.backend_sampled_drafts`` counts the drafts it did sample there.
     """
 
     mode: SpeculativeMode = SpeculativeMode.NONE
@@ -133,9 +243,24 @@ class SpeculativeDecoding:
     draft_token_min: int = 0
     p_min: float = 0.0
     backend_sampling: bool = True
+    strategies: tuple[Strategy | SpeculativeMode | str, ...] = ()
+    draft_model: Model | None = None
+    draft_n_ctx: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mode", SpeculativeMode(self.mode))
+        given = tuple(
+            item if isinstance(item, Strategy) else Strategy(SpeculativeMode(item))
+            for item in self.strategies
+        )
+        if given and self.mode is not SpeculativeMode.NONE:
+            raise ValueError("give either mode or strategies, not both")
+        if not given and self.mode is not SpeculativeMode.NONE:
+            given = (Strategy(self.mode),)
+        object.__setattr__(self, "strategies", given)
+        _check_mix(given, self.draft_model)
+        if self.draft_n_ctx < 0:
+            raise ValueError(f"draft_n_ctx must be >= 0, got {self.draft_n_ctx}")
         if not 1 <= self.draft_token_max <= 255:
             raise ValueError(f"draft_token_max must be in [1, 255], got {self.draft_token_max}")
         if not 0 <= self.draft_token_min <= self.draft_token_max:
@@ -147,7 +272,30 @@ class SpeculativeDecoding:
 
     @property
     def enabled(self) -> bool:
-        return self.mode is not SpeculativeMode.NONE
+        return bool(self.strategies)
+
+    @property
+    def kinds(self) -> tuple[SpeculativeMode, ...]:
+        return tuple(cast(Strategy, s).kind for s in self.strategies)
+
+
+def _check_mix(strategies: tuple[Strategy, ...], draft_model: Model | None) -> None:
+    kinds = [s.kind for s in strategies]
+    for kind in kinds:
+        if kinds.count(kind) > 1:
+            raise ValueError(f"strategy {kind.value} is listed twice")
+        if kind in _NOT_RUN:
+            raise LlamaUnsupportedError(_NOT_RUN[kind])
+    drafting = [k.value for k in kinds if k in _DRAFT_CONTEXT]
+    if len(drafting) > 1:
+        raise LlamaUnsupportedError(
+            f"{' and '.join(drafting)} both need a draft context; llama.cpp mixes n-gram "
+            "strategies with at most one of them"
+        )
+    if SpeculativeMode.DRAFT_SIMPLE in kinds and draft_model is None:
+        raise ValueError("draft-simple needs a draft model: SpeculativeDecoding(draft_model=...)")
+    if draft_model is not None and SpeculativeMode.DRAFT_SIMPLE not in kinds:
+        raise ValueError("draft_model is set, but no strategy uses it (draft-simple does)")
 
 
 def _check(ok: bool, name: str, rule: str, value: object) -> None:
@@ -320,6 +468,7 @@ class GenerationMetrics:
     generation_seconds: float
     drafts: int = 0  # drafts that produced at least one token
     backend_sampled_drafts: int = 0  # of those, sampled on the backend (backend_sampling)
+    strategies: tuple[StrategyMetrics, ...] = ()  # per strategy, in the order they are asked
 
     @property
     def acceptance_rate(self) -> float:
@@ -346,6 +495,30 @@ class GenerationMetrics:
             "tokens_per_second": self.tokens_per_second,
             "drafts": self.drafts,
             "backend_sampled_drafts": self.backend_sampled_drafts,
+            "strategies": [s.as_dict() for s in self.strategies],
+        }
+
+
+@dataclass(frozen=True)
+class StrategyMetrics:
+    """One strategy's share of a generation: its verified drafts, drafted and accepted tokens."""
+
+    kind: SpeculativeMode
+    drafts: int
+    drafted_tokens: int
+    accepted_tokens: int
+
+    @property
+    def acceptance_rate(self) -> float:
+        return self.accepted_tokens / self.drafted_tokens if self.drafted_tokens else 0.0
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "kind": self.kind.value,
+            "drafts": self.drafts,
+            "drafted_tokens": self.drafted_tokens,
+            "accepted_tokens": self.accepted_tokens,
+            "acceptance_rate": self.acceptance_rate,
         }
 
 
@@ -436,29 +609,33 @@ class _MtpWrapper(Protocol):
     def llama_mtp_get_stats(self, mtp: Any, stats: Any, /) -> int: ...
     def llama_mtp_reset_stats(self, mtp: Any, /) -> int: ...
     def llama_mtp_last_error(self) -> Any: ...
+    def llama_mtp_default_strategy(self, type: int, strategy: Any, /) -> int: ...
+    def llama_mtp_n_strategies(self, mtp: Any, /) -> int: ...
+    def llama_mtp_get_strategy_stats(self, mtp: Any, index: int, stats: Any, /) -> int: ...
 
 
-def _mtp_wrapper(libs: Libraries) -> _MtpWrapper:
+def _mtp_wrapper(libs: Libraries, what: str = "draft-mtp", strategies: bool = False) -> _MtpWrapper:
     """The wrapper library, or LlamaUnsupportedError saying why the MTP path cannot run."""
     if not MTP_API:
         raise LlamaUnsupportedError(
             f"llama.cpp {LLAMA_CPP_TAG} has no MTP API (no load_mtp / MTP context type): "
-            "speculative mode draft-mtp needs a release with it"
+            f"speculative mode {what} needs a release with it (the llama_mtp wrapper is built only "
+            "for those)"
         )
     library: Any = libs.llama_mtp
     if library is None:
         raise LlamaUnsupportedError(
             "the libraries have no llama_mtp wrapper (built for llama.cpp "
             f"{LLAMA_CPP_TAG} without it, or the file is missing): "
-            "speculative mode draft-mtp needs it"
+            f"speculative mode {what} needs it"
         )
-    for name in _MTP_FUNCTIONS:
+    for name in _MTP_FUNCTIONS + (_STRATEGY_FUNCTIONS if strategies else ()):
         try:
             getattr(library, name)
         except SYMBOL_ERRORS:  # cffi's ffi.error from the pre-parsed ffi, else AttributeError
             raise LlamaUnsupportedError(
-                f"the llama_mtp wrapper these bindings declare has no {name}: "
-                "speculative mode draft-mtp needs the wrapper of llama-bindgen's native_wrapper"
+                f"the llama_mtp wrapper these bindings declare has no {name}: speculative mode "
+                f"{what} needs the wrapper of llama-bindgen's native_wrapper (a newer build)"
             ) from None
     return cast(_MtpWrapper, library)
 
@@ -680,7 +857,15 @@ class Context:
                 raise
 
     def _check_mtp_supported(self, model: Model, n_seq_max: int) -> _MtpWrapper:
-        wrapper = _mtp_wrapper(model.libs)
+        kinds = self.speculative.kinds
+        what = ", ".join(k.value for k in kinds)
+        wrapper = _mtp_wrapper(model.libs, what, kinds != (SpeculativeMode.DRAFT_MTP,))
+        if n_seq_max != 1:
+            raise LlamaUnsupportedError(
+                f"speculative mode {what} supports one sequence, n_seq_max is {n_seq_max}"
+            )
+        if SpeculativeMode.DRAFT_MTP not in kinds:
+            return wrapper
         if model.n_nextn_layers <= 0:
             raise LlamaUnsupportedError(
                 "the model has no NextN (MTP) layers: speculative mode draft-mtp needs a model "
@@ -690,10 +875,6 @@ class Context:
             raise LlamaUnsupportedError(
                 "the model was loaded without its MTP layers: load it with Model(..., "
                 "load_mtp=True) for speculative mode draft-mtp"
-            )
-        if n_seq_max != 1:
-            raise LlamaUnsupportedError(
-                f"speculative mode draft-mtp supports one sequence, n_seq_max is {n_seq_max}"
             )
         return wrapper
 
@@ -706,12 +887,42 @@ class Context:
         params.p_min = self.speculative.p_min
         params.backend_sampling = 1 if self.speculative.backend_sampling else 0
         params.n_seq = 1
+        keep: list[Any] = []  # cdata the call reads (strategy array, file names)
+        if self.speculative.kinds != (SpeculativeMode.DRAFT_MTP,):
+            strategies = cast(tuple[Strategy, ...], self.speculative.strategies)
+            array = self.ffi.new("struct llama_mtp_strategy[]", len(strategies))
+            for i, strategy in enumerate(strategies):
+                self._fill_strategy(wrapper, array + i, strategy, keep)
+            keep.append(array)
+            params.strategies = array
+            params.n_strategies = len(strategies)
+            draft = self.speculative.draft_model
+            if draft is not None:
+                params.draft_model = draft.handle
+            params.draft_n_ctx = self.speculative.draft_n_ctx
         out = self.ffi.new("struct llama_mtp **")
         status = wrapper.llama_mtp_create(self._ctx, params, out)
-        if status in (_MTP_NO_NEXTN_LAYERS, _MTP_NOT_LOADED):
+        if status in _MTP_REFUSED:
             raise LlamaUnsupportedError(self._mtp_error(wrapper))
         self._mtp_check(wrapper, status, "create")
         self._mtp = out[0]
+
+    def _fill_strategy(
+        self, wrapper: _MtpWrapper, item: Any, strategy: Strategy, keep: list[Any]
+    ) -> None:
+        item.struct_size = self.ffi.sizeof("struct llama_mtp_strategy")
+        status = wrapper.llama_mtp_default_strategy(_STRATEGY_TYPES[strategy.kind], item)
+        self._mtp_check(wrapper, status, "default_strategy")
+        for name in ("size_n", "size_m", "min_hits", "n_match", "mod_n_min", "mod_n_max"):
+            value = getattr(strategy, name)
+            if value is not None:
+                setattr(item, name, value)
+        for name in ("cache_static", "cache_dynamic"):
+            path = getattr(strategy, name)
+            if path is not None:
+                text = self.ffi.new("char[]", os.fsencode(path))
+                keep.append(text)
+                setattr(item, name, text)
 
     def _mtp_error(self, wrapper: _MtpWrapper) -> str:
         return str(self.ffi.string(wrapper.llama_mtp_last_error()).decode("utf-8", "replace"))
@@ -742,7 +953,7 @@ class Context:
     def _unsupported_with_mtp(self, what: str) -> None:
         if self.mtp_enabled:
             raise LlamaUnsupportedError(
-                f"{what} is not supported with speculative mode draft-mtp (the MTP context's "
+                f"{what} is not supported with speculative decoding (the draft strategies' "
                 "state is not saved or reused with the target's)"
             )
 
@@ -1052,6 +1263,27 @@ class Context:
         run.backend_sampled = int(stats.n_backend_sampled)
         run.accepted = int(stats.n_accepted)
         run.steps = int(stats.n_steps)
+        run.strategies = self._strategy_metrics(wrapper)
+
+    def _strategy_metrics(self, wrapper: _MtpWrapper) -> tuple[StrategyMetrics, ...]:
+        if self.speculative.kinds == (SpeculativeMode.DRAFT_MTP,):
+            return ()  # a first-release wrapper has no per-strategy counters; the totals are these
+        kinds = {value: kind for kind, value in _STRATEGY_TYPES.items()}
+        stats = self.ffi.new("struct llama_mtp_strategy_stats *")
+        found = []
+        for index in range(int(wrapper.llama_mtp_n_strategies(self._mtp))):
+            stats.struct_size = self.ffi.sizeof("struct llama_mtp_strategy_stats")
+            status = wrapper.llama_mtp_get_strategy_stats(self._mtp, index, stats)
+            self._mtp_check(wrapper, status, "get_strategy_stats")
+            found.append(
+                StrategyMetrics(
+                    kinds[int(stats.type)],
+                    int(stats.n_drafts),
+                    int(stats.n_drafted),
+                    int(stats.n_accepted),
+                )
+            )
+        return tuple(found)
 
     def close(self) -> None:
         if self._mtp_lib is not None and self._mtp != self.ffi.NULL:
@@ -1117,6 +1349,7 @@ class _Run:
         self.backend_sampled = 0
         self.accepted = 0
         self.steps = 0
+        self.strategies: tuple[StrategyMetrics, ...] = ()
         self.started = time.perf_counter()
         self.prompt_seconds = 0.0
         self.generation_started = self.started
@@ -1219,6 +1452,7 @@ class _Run:
             backend_sampled_drafts=self.backend_sampled,
             accepted_tokens=self.accepted,
             steps=self.steps,
+            strategies=self.strategies,
             prompt_seconds=self.prompt_seconds,
             generation_seconds=elapsed,
         )

@@ -1,10 +1,18 @@
 /*
- * llama_mtp.h: a plain C ABI over llama.cpp's multi-token-prediction (MTP) speculative drafting.
+ * llama_mtp.h: a plain C ABI over llama.cpp's speculative decoding (common/speculative):
+ * multi-token prediction (MTP) first, and every other upstream strategy (a separate draft model,
+ * the draftless n-gram strategies) alone or mixed.
  *
- * The wrapper owns an MTP "sidecar" context created against a target context. The caller keeps
+ * The wrapper owns a "sidecar" created against a target context: the strategies' state and, for a
+ * draft-context strategy (draft-mtp, draft-simple, ...), its draft context. The caller keeps
  * decoding on the target as usual and mirrors every target decode into the sidecar; the sidecar
  * drafts tokens that the caller verifies on the target, then accepts a prefix of them.
  * llama_mtp_step() does a whole draft/verify/accept/rollback step in one call.
+ *
+ * Strategies: params.strategies lists one or more (none: draft-mtp alone, as in the first release).
+ * At most one draft-context strategy, with any number of draftless n-gram ones. Each step asks
+ * them in llama.cpp's order of preference (the n-gram strategies first, then the draft context)
+ * and takes the first non-empty draft, as upstream's common_speculative_draft does.
  *
  * Rules of this ABI:
  *   - every function returns a status (enum llama_mtp_status) unless it is a pure getter;
@@ -54,7 +62,43 @@ enum llama_mtp_status {
     LLAMA_MTP_STATUS_CONTEXT_FAILED      = 7,  /* llama.cpp refused to create the MTP context */
     LLAMA_MTP_STATUS_DECODE_FAILED       = 8,  /* a decode on the target or MTP context failed */
     LLAMA_MTP_STATUS_BUFFER_TOO_SMALL    = 9,  /* an output buffer cannot hold the result */
-    LLAMA_MTP_STATUS_INTERNAL_ERROR      = 10  /* an unexpected failure inside the wrapper */
+    LLAMA_MTP_STATUS_INTERNAL_ERROR      = 10, /* an unexpected failure inside the wrapper */
+    /* Added after the first release: */
+    LLAMA_MTP_STATUS_UNSUPPORTED_STRATEGY = 11, /* a strategy, or a mix, this library cannot run */
+    LLAMA_MTP_STATUS_VOCAB_MISMATCH      = 12, /* the draft model's vocabulary is not the target's */
+    LLAMA_MTP_STATUS_FILE_UNREADABLE     = 13  /* an n-gram cache file is missing or malformed */
+};
+
+/* Speculative strategies: upstream's COMMON_SPECULATIVE_TYPE_* with fixed values of our own. */
+enum llama_mtp_strategy_type {
+    LLAMA_MTP_STRATEGY_DRAFT_SIMPLE  = 1,  /* a separate draft model (params.draft_model) */
+    LLAMA_MTP_STRATEGY_DRAFT_EAGLE3  = 2,  /* an EAGLE-3 draft model */
+    LLAMA_MTP_STRATEGY_DRAFT_MTP     = 3,  /* the target's own NextN (MTP) layers */
+    LLAMA_MTP_STRATEGY_DRAFT_DFLASH  = 4,  /* a DFlash draft model */
+    LLAMA_MTP_STRATEGY_DRAFT_DSPARK  = 5,  /* a DSpark draft model (DFlash + Markov head) */
+    LLAMA_MTP_STRATEGY_NGRAM_SIMPLE  = 6,  /* draftless: the m-gram after the last match of an n-gram */
+    LLAMA_MTP_STRATEGY_NGRAM_MAP_K   = 7,  /* draftless: n-gram keys */
+    LLAMA_MTP_STRATEGY_NGRAM_MAP_K4V = 8,  /* draftless: n-gram keys with up to 4 m-gram values */
+    LLAMA_MTP_STRATEGY_NGRAM_MOD     = 9,  /* draftless: hashed n-gram pool */
+    LLAMA_MTP_STRATEGY_NGRAM_CACHE   = 10  /* draftless: 3-level n-gram cache, optional files */
+};
+
+/* One strategy and its parameters; fill with llama_mtp_default_strategy, then adjust. Fields a
+ * strategy does not use are ignored. */
+struct llama_mtp_strategy {
+    uint32_t struct_size;      /* sizeof(struct llama_mtp_strategy) */
+    int32_t  type;             /* enum llama_mtp_strategy_type */
+    /* ngram-simple, ngram-map-k, ngram-map-k4v: */
+    int32_t  size_n;           /* n-gram (key) length, [1, 1024] (default 12) */
+    int32_t  size_m;           /* m-gram (draft) length, [1, 1024] (default 48) */
+    int32_t  min_hits;         /* hits before an m-gram is proposed, [1, 1024] (default 1) */
+    /* ngram-mod: */
+    int32_t  n_match;          /* n-gram length, [1, 1024] (default 24) */
+    int32_t  mod_n_min;        /* shortest draft, [0, mod_n_max] (default 48) */
+    int32_t  mod_n_max;        /* longest draft, [1, 1024] (default 64) */
+    /* ngram-cache: files written by llama.cpp's llama-lookup-create (NULL or "": none) */
+    const char * cache_static;
+    const char * cache_dynamic;
 };
 
 /* Opaque handle: one MTP sidecar bound to one target context. */
@@ -69,6 +113,23 @@ struct llama_mtp_params {
     int32_t  backend_sampling; /* 1: draft sampling on the backend when possible (default 1) */
     int32_t  n_threads;        /* MTP context threads, 0 = as the target (default 0) */
     int32_t  n_threads_batch;  /* MTP context batch threads, 0 = as the target (default 0) */
+    /* Added after the first release (a caller whose struct_size ends before them gets draft-mtp
+     * alone). n_max, n_min, p_min and backend_sampling above apply to the draft-context strategy;
+     * n_max also caps every strategy's drafts. */
+    const struct llama_mtp_strategy * strategies; /* n_strategies of them; NULL: draft-mtp */
+    uint32_t n_strategies;
+    int32_t  draft_n_ctx;      /* draft model context size, 0 = the target's (default 0) */
+    struct llama_model * draft_model; /* draft-simple/eagle3/dflash/dspark: loaded by the caller,
+                                       * same vocabulary as the target; NULL otherwise */
+};
+
+/* Counters of one strategy (llama_mtp_get_strategy_stats). */
+struct llama_mtp_strategy_stats {
+    uint32_t struct_size;      /* sizeof(struct llama_mtp_strategy_stats) */
+    int32_t  type;             /* enum llama_mtp_strategy_type */
+    uint64_t n_drafts;         /* drafts of this strategy that were verified */
+    uint64_t n_drafted;        /* tokens it drafted */
+    uint64_t n_accepted;       /* of them accepted */
 };
 
 struct llama_mtp_stats {
@@ -96,12 +157,33 @@ LLAMA_MTP_API const char * llama_mtp_last_error(void);
 /* Fill *params with defaults; params->struct_size must be set by the caller. */
 LLAMA_MTP_API enum llama_mtp_status llama_mtp_default_params(struct llama_mtp_params * params);
 
+/* Fill *strategy with this library's defaults for `type` (llama.cpp's own defaults);
+ * strategy->struct_size must be set by the caller. */
+LLAMA_MTP_API enum llama_mtp_status llama_mtp_default_strategy(
+        int32_t type, struct llama_mtp_strategy * strategy);
+
+/* LLAMA_MTP_STATUS_OK when this library can run `type` (with a suitable draft model where it needs
+ * one); else LLAMA_MTP_STATUS_UNSUPPORTED_STRATEGY (a value this release of llama.cpp lacks, or
+ * one the wrapper does not run) or LLAMA_MTP_STATUS_INVALID_ARGUMENT (not a strategy at all), and
+ * llama_mtp_last_error() says why. */
+LLAMA_MTP_API enum llama_mtp_status llama_mtp_strategy_supported(int32_t type);
+
+/* llama.cpp's name of a strategy ("draft-mtp", "ngram-mod", ...; the --spec-type value), or NULL
+ * for a value that is not one. */
+LLAMA_MTP_API const char * llama_mtp_strategy_name(int32_t type);
+
 /* Number of NextN (MTP) layers of a model into *n_layers. */
 LLAMA_MTP_API enum llama_mtp_status llama_mtp_model_n_nextn_layers(
         const struct llama_model * model, int32_t * n_layers);
 
 /*
- * Create the MTP sidecar for ctx_tgt. The model must have NextN layers and have been loaded with
+ * Create the sidecar for ctx_tgt with params' strategies (none listed: draft-mtp). Refused with a
+ * status, before anything is created: an unknown type (INVALID_ARGUMENT), a strategy listed twice
+ * or two draft-context strategies (UNSUPPORTED_STRATEGY), draft-simple without params.draft_model
+ * (INVALID_ARGUMENT) or with one whose vocabulary differs from the target's (VOCAB_MISMATCH),
+ * draft-eagle3/dflash/dspark (UNSUPPORTED_STRATEGY: not run by this wrapper yet), n-gram sizes out of
+ * range (INVALID_ARGUMENT), an n-gram cache file that cannot be read or is malformed
+ * (FILE_UNREADABLE). With draft-mtp: the model must have NextN layers and have been loaded with
  * llama_model_params.load_mtp = true (checked: its NextN tensors must be present, else
  * LLAMA_MTP_STATUS_MTP_NOT_LOADED). Call before the first decode on ctx_tgt: it switches the
  * target to emitting the hidden states MTP needs. Recurrent or hybrid targets need
@@ -190,7 +272,16 @@ LLAMA_MTP_API enum llama_mtp_status llama_mtp_step(
 LLAMA_MTP_API enum llama_mtp_status llama_mtp_get_stats(
         const struct llama_mtp * mtp, struct llama_mtp_stats * stats);
 
-/* Zero the counters. */
+/* Number of strategies the sidecar runs, in the order it asks them (llama.cpp's order of
+ * preference); -1 for a handle that is not live. */
+LLAMA_MTP_API int32_t llama_mtp_n_strategies(const struct llama_mtp * mtp);
+
+/* Copy the counters of strategy `index` (0 .. llama_mtp_n_strategies - 1) into *stats;
+ * stats->struct_size must be set by the caller. */
+LLAMA_MTP_API enum llama_mtp_status llama_mtp_get_strategy_stats(
+        const struct llama_mtp * mtp, int32_t index, struct llama_mtp_strategy_stats * stats);
+
+/* Zero the counters (the strategies' too). */
 LLAMA_MTP_API enum llama_mtp_status llama_mtp_reset_stats(struct llama_mtp * mtp);
 
 #ifdef __cplusplus
