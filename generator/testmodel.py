@@ -19,6 +19,13 @@ Kinds:
     ``t + 2`` for it: drafts are accepted only sometimes, while greedy output stays the trunk's.
 ``plain``
     No NextN block: the same trunk (for the same seed and sizes), which an MTP context refuses.
+    It shares the vocabulary of the others, so it also serves as a draft model (draft-simple)
+    whose drafts are always accepted.
+``draft``
+    A draft model for draft-simple: no NextN block, and token embeddings in which every token
+    ``t`` with ``t % disagree_every == 0`` has the embedding of ``t + 1``, so it predicts ``t + 2``
+    for those: its drafts are accepted only sometimes. Give it fewer ``layers`` to make it
+    cheaper than the target.
 
 Vocabularies (``vocabulary=``, any kind):
 
@@ -54,7 +61,7 @@ import numpy.typing as npt
 from generator.errors import UsageError
 
 ARCH: Final = "qwen35"
-KINDS: Final = ("agree", "partial", "plain")
+KINDS: Final = ("agree", "partial", "plain", "draft")
 VOCABULARIES: Final = ("test", "bytes")
 # Multi-byte characters whose bytes (all distinct) follow each other in the ``bytes`` vocabulary.
 SPLIT_TEXT: Final = "\u00e9\u20ac\U0001f600\u0436\u4e2d"
@@ -215,7 +222,7 @@ def write_test_model(
 def _write(
     path: Path, kind: str, seed: int, sizes: ModelSizes, tokenizer: Tokenizer, progress: bool
 ) -> None:
-    has_mtp = kind != "plain"
+    has_mtp = kind in ("agree", "partial")
     writer = gguf.GGUFWriter(path, ARCH)
     _add_metadata(writer, kind, sizes, has_mtp)
     _add_tokenizer(writer, tokenizer, sizes.vocab)
@@ -226,7 +233,12 @@ def _write(
         embeddings, axis=1, keepdims=True
     )
     trunk_head = np.roll(embeddings, 1, axis=0)  # row j is e[j - 1]: the trunk predicts tok + 1
-    tensors.values("token_embd.weight", embeddings)
+    if kind == "draft":  # disagreeing tokens read as the next one: the draft predicts tok + 2
+        tensors.values(
+            "token_embd.weight", partial_mtp_embeddings(embeddings, sizes.disagree_every)
+        )
+    else:
+        tensors.values("token_embd.weight", embeddings)
     tensors.ones("output_norm.weight", sizes.embd)
     tensors.values("output.weight", trunk_head)
 

@@ -21,7 +21,7 @@ _SIZE_OPTIONS: tuple[tuple[str, str], ...] = (
     ("head_dim", "size of one attention head"),
     ("full_attention_interval", "every N-th trunk layer is full attention, the rest recurrent"),
     ("context", "training context length written into the file"),
-    ("disagree_every", "partial: the MTP head is wrong for tokens that are multiples of N"),
+    ("disagree_every", "partial, draft: wrong for tokens that are multiples of N"),
 )
 
 
@@ -33,7 +33,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description=(
             "Write a synthetic qwen35 GGUF whose trunk predicts token t+1 after token t. "
             "agree: one NextN (MTP) block that agrees with the trunk almost always; "
-            "partial: a NextN block that disagrees for some tokens; plain: no NextN block. "
+            "partial: a NextN block that disagrees for some tokens; plain: no NextN block; "
+            "draft: no NextN block and a trunk that disagrees for some tokens (a draft model "
+            "for draft-simple, sharing the vocabulary). "
             "Same arguments give identical bytes. Prints the file's path."
         ),
     )

@@ -75,7 +75,7 @@ def _expected_shapes(kind: str, s: ModelSizes) -> dict[str, tuple[int, ...]]:
 
     for il in range(s.layers):
         block(il, recurrent=(il + 1) % s.full_attention_interval != 0)
-    if kind != "plain":
+    if kind in ("agree", "partial"):
         il = s.layers
         block(il, recurrent=False)
         shapes[f"blk.{il}.nextn.eh_proj.weight"] = (2 * e, e)
@@ -121,7 +121,7 @@ def test_metadata_reads_back(tmp_path: Path, kind: str) -> None:
     sizes = ModelSizes(**ODD_SIZES)
     model = read_model(_write(tmp_path, kind, **ODD_SIZES))
     f = model.fields
-    has_mtp = kind != "plain"
+    has_mtp = kind in ("agree", "partial")
     assert f["general.architecture"] == "qwen35"
     assert f["qwen35.block_count"] == sizes.layers + (1 if has_mtp else 0)
     assert f.get("qwen35.nextn_predict_layers", 0) == (1 if has_mtp else 0)
@@ -177,6 +177,18 @@ def test_trunk_head_predicts_the_next_token_id(tmp_path: Path, seed: int) -> Non
     vocab = embd.shape[0]
     predicted = _predictions(model.arrays["output.weight"], embd)
     assert predicted == [(t + 1) % vocab for t in range(vocab)]
+
+
+def test_draft_model_disagrees_with_the_trunk_for_some_tokens(tmp_path: Path) -> None:
+    sizes = ModelSizes(**ODD_SIZES)
+    draft = read_model(_write(tmp_path, "draft", seed=2, **ODD_SIZES))
+    plain = read_model(_write(tmp_path, "plain", seed=2, **ODD_SIZES))
+    assert draft.arrays["output.weight"].tobytes() == plain.arrays["output.weight"].tobytes()
+    predicted = _predictions(draft.arrays["output.weight"], draft.arrays["token_embd.weight"])
+    vocab = sizes.vocab
+    step = [2 if t % sizes.disagree_every == 0 else 1 for t in range(vocab)]
+    assert predicted == [(t + step[t]) % vocab for t in range(vocab)]
+    assert 1 < step.count(2) < vocab
 
 
 def _mtp_predictions(model: ReadModel, nextn_block: int) -> list[int]:

@@ -4,6 +4,9 @@
  *   mtp_cases                                cases that need no model
  *   mtp_cases AGREE.gguf PLAIN.gguf TWO.gguf   all cases; AGREE has one NextN layer, PLAIN none,
  *                                            TWO two (more than its architecture's graph takes)
+ *   ... OTHER.gguf CACHE_OK CACHE_BAD MISSING   also the strategy cases: OTHER has another
+ *                                            vocabulary; CACHE_OK is a valid n-gram cache file,
+ *                                            CACHE_BAD a malformed one, MISSING does not exist
  *
  * Prints one line per case:  CASE <name> <status> <message>
  * and facts as:              INFO <key> <value>
@@ -381,12 +384,213 @@ static void model_cases(const char * agree_path, const char * plain_path, const 
     llama_model_free(agree);
 }
 
+static struct llama_mtp_strategy strategy(int32_t type) {
+    struct llama_mtp_strategy s;
+    memset(&s, 0, sizeof(s));
+    s.struct_size = sizeof(s);
+    llama_mtp_default_strategy(type, &s);
+    return s;
+}
+
+static void no_model_strategy_cases(void) {
+    struct llama_mtp_strategy s;
+    memset(&s, 0, sizeof(s));
+    s.struct_size = sizeof(s);
+    report("default_strategy", llama_mtp_default_strategy(LLAMA_MTP_STRATEGY_NGRAM_MAP_K, &s));
+    printf("INFO default_ngram %d %d %d %d %d %d\n", s.size_n, s.size_m, s.min_hits, s.n_match,
+           s.mod_n_min, s.mod_n_max);
+    report("default_strategy_bad_type", llama_mtp_default_strategy(42, &s));
+    s.struct_size = 4;
+    report("default_strategy_old_struct", llama_mtp_default_strategy(LLAMA_MTP_STRATEGY_DRAFT_MTP, &s));
+    report("strategy_supported_mtp", llama_mtp_strategy_supported(LLAMA_MTP_STRATEGY_DRAFT_MTP));
+    report("strategy_supported_ngram_cache", llama_mtp_strategy_supported(LLAMA_MTP_STRATEGY_NGRAM_CACHE));
+    report("strategy_supported_eagle3", llama_mtp_strategy_supported(LLAMA_MTP_STRATEGY_DRAFT_EAGLE3));
+    report("strategy_supported_dflash", llama_mtp_strategy_supported(LLAMA_MTP_STRATEGY_DRAFT_DFLASH));
+    report("strategy_supported_dspark", llama_mtp_strategy_supported(LLAMA_MTP_STRATEGY_DRAFT_DSPARK));
+    report("strategy_supported_bogus", llama_mtp_strategy_supported(0));
+    const char * name = llama_mtp_strategy_name(LLAMA_MTP_STRATEGY_NGRAM_MOD);
+    printf("INFO name_ngram_mod %s\n", name ? name : "(null)");
+    printf("INFO name_bogus_null %d\n", llama_mtp_strategy_name(99) == NULL);
+    printf("INFO n_strategies_null %d\n", llama_mtp_n_strategies(NULL));
+}
+
+/* llama_mtp_create on a fresh agree context with these strategies; the handle is freed. */
+static enum llama_mtp_status try_create(struct llama_model * agree, const struct llama_mtp_strategy * list,
+                                        uint32_t n, struct llama_model * draft) {
+    struct llama_context * ctx = new_ctx(agree, 8);
+    struct llama_mtp_params p = default_params();
+    p.n_max = 8;
+    p.strategies = list;
+    p.n_strategies = n;
+    p.draft_model = draft;
+    struct llama_mtp * h = NULL;
+    enum llama_mtp_status st = llama_mtp_create(ctx, &p, &h);
+    llama_mtp_free(h);
+    llama_free(ctx);
+    return st;
+}
+
+/* A speculative run with these strategies on a prompt that repeats itself; prints
+ * INFO <label>_identical, <label>_totals (drafted accepted), <label>_per (type drafts drafted
+ * accepted, per strategy) and <label>_sums (per-strategy counters add up to the totals). */
+static void strategy_run(const char * label, struct llama_model * agree, const struct llama_mtp_strategy * list,
+                         uint32_t n, struct llama_model * draft) {
+    enum { N_PROMPT = 28, N_GEN = 32 };
+    llama_token prompt[N_PROMPT];
+    for (int i = 0; i < N_PROMPT; ++i) prompt[i] = 10 + i % 12;
+    char name[96];
+    struct llama_context * ctx = new_ctx(agree, 8);
+    struct llama_mtp_params p = default_params();
+    p.n_max = 8;
+    p.strategies = list;
+    p.n_strategies = n;
+    p.draft_model = draft;
+    struct llama_mtp * h = NULL;
+    snprintf(name, sizeof(name), "%s_create", label);
+    enum llama_mtp_status st = llama_mtp_create(ctx, &p, &h);
+    report(name, st);
+    if (st != LLAMA_MTP_STATUS_OK) { llama_free(ctx); return; }
+    struct llama_batch pb = llama_batch_init(N_PROMPT, 0, 1);
+    for (int i = 0; i < N_PROMPT - 1; ++i) {
+        pb.token[i] = prompt[i]; pb.pos[i] = i; pb.n_seq_id[i] = 1; pb.seq_id[i][0] = 0;
+        pb.logits[i] = i == N_PROMPT - 2;
+    }
+    pb.n_tokens = N_PROMPT - 1;
+    st = llama_decode(ctx, pb) == 0 ? llama_mtp_process(h, &pb) : LLAMA_MTP_STATUS_DECODE_FAILED;
+    if (st == LLAMA_MTP_STATUS_OK) st = llama_mtp_begin(h, 0, prompt, N_PROMPT - 1);
+    struct llama_sampler * smpl = llama_sampler_init_greedy();
+    llama_token gen[N_GEN + 16];
+    llama_token out[16];
+    int n_gen = 0;
+    llama_token id_last = prompt[N_PROMPT - 1];
+    llama_pos n_past = N_PROMPT - 1;
+    while (st == LLAMA_MTP_STATUS_OK && n_gen < N_GEN) {
+        int32_t got = 0;
+        st = llama_mtp_step(h, 0, smpl, id_last, n_past, out, 9, &got);
+        for (int i = 0; i < got; ++i) gen[n_gen++] = out[i];
+        n_past += got;
+        if (got > 0) id_last = out[got - 1];
+    }
+    snprintf(name, sizeof(name), "%s_steps", label);
+    report(name, st);
+    llama_token ref[N_GEN + 16];
+    int same = plain_greedy(agree, prompt, N_PROMPT, ref, n_gen) == 0;
+    for (int i = 0; same && i < n_gen; ++i) same = ref[i] == gen[i];
+    printf("INFO %s_identical %d\n", label, same && n_gen >= N_GEN);
+    struct llama_mtp_stats stats;
+    memset(&stats, 0, sizeof(stats));
+    stats.struct_size = sizeof(stats);
+    llama_mtp_get_stats(h, &stats);
+    printf("INFO %s_totals %llu %llu\n", label, (unsigned long long) stats.n_drafted,
+           (unsigned long long) stats.n_accepted);
+    unsigned long long drafted = 0, accepted = 0;
+    printf("INFO %s_per", label);
+    for (int32_t i = 0; i < llama_mtp_n_strategies(h); ++i) {
+        struct llama_mtp_strategy_stats ss;
+        memset(&ss, 0, sizeof(ss));
+        ss.struct_size = sizeof(ss);
+        llama_mtp_get_strategy_stats(h, i, &ss);
+        printf(" %d:%llu:%llu:%llu", ss.type, (unsigned long long) ss.n_drafts,
+               (unsigned long long) ss.n_drafted, (unsigned long long) ss.n_accepted);
+        drafted += ss.n_drafted;
+        accepted += ss.n_accepted;
+    }
+    printf("\n");
+    printf("INFO %s_sums %d\n", label, drafted == stats.n_drafted && accepted == stats.n_accepted);
+    struct llama_mtp_strategy_stats bad;
+    bad.struct_size = sizeof(bad);
+    snprintf(name, sizeof(name), "%s_stats_bad_index", label);
+    report(name, llama_mtp_get_strategy_stats(h, llama_mtp_n_strategies(h), &bad));
+    llama_sampler_free(smpl);
+    llama_batch_free(pb);
+    llama_mtp_free(h);
+    llama_free(ctx);
+}
+
+static void strategy_cases(const char * agree_path, const char * plain_path, const char * other_path,
+                           const char * cache_ok, const char * cache_bad, const char * missing) {
+    struct llama_model * agree = load(agree_path, 1);
+    struct llama_model * plain = load(plain_path, 0);
+    struct llama_model * other = load(other_path, 0);
+    if (!agree || !plain || !other) { printf("INFO load_failed strategies\n"); return; }
+    struct llama_mtp_strategy two[2];
+
+    two[0] = strategy(LLAMA_MTP_STRATEGY_DRAFT_MTP);
+    two[1] = strategy(LLAMA_MTP_STRATEGY_DRAFT_SIMPLE);
+    report("create_two_draft_contexts", try_create(agree, two, 2, plain));
+    two[0] = strategy(LLAMA_MTP_STRATEGY_DRAFT_EAGLE3);
+    report("create_eagle3", try_create(agree, two, 1, plain));
+    two[0] = strategy(LLAMA_MTP_STRATEGY_DRAFT_MTP);
+    two[0].type = 42;
+    report("create_unknown_strategy", try_create(agree, two, 1, NULL));
+    two[0] = strategy(LLAMA_MTP_STRATEGY_NGRAM_MOD);
+    two[1] = strategy(LLAMA_MTP_STRATEGY_NGRAM_MOD);
+    report("create_strategy_twice", try_create(agree, two, 2, NULL));
+    two[0] = strategy(LLAMA_MTP_STRATEGY_NGRAM_SIMPLE);
+    two[0].size_n = 0;
+    report("create_ngram_size_zero", try_create(agree, two, 1, NULL));
+    two[0] = strategy(LLAMA_MTP_STRATEGY_NGRAM_MAP_K4V);
+    two[0].size_m = 5000;
+    report("create_ngram_size_too_big", try_create(agree, two, 1, NULL));
+    two[0] = strategy(LLAMA_MTP_STRATEGY_NGRAM_MOD);
+    two[0].mod_n_min = two[0].mod_n_max + 1;
+    report("create_mod_min_over_max", try_create(agree, two, 1, NULL));
+    two[0] = strategy(LLAMA_MTP_STRATEGY_NGRAM_CACHE);
+    two[0].cache_static = missing;
+    report("create_cache_missing_file", try_create(agree, two, 1, NULL));
+    two[0].cache_static = NULL;
+    two[0].cache_dynamic = cache_bad;
+    report("create_cache_malformed_file", try_create(agree, two, 1, NULL));
+    two[0].cache_dynamic = cache_ok;
+    two[0].cache_static = cache_ok;
+    report("create_cache_valid_files", try_create(agree, two, 1, NULL));
+    two[0] = strategy(LLAMA_MTP_STRATEGY_DRAFT_SIMPLE);
+    report("create_simple_without_draft_model", try_create(agree, two, 1, NULL));
+    report("create_simple_vocab_mismatch", try_create(agree, two, 1, other));
+    two[0] = strategy(LLAMA_MTP_STRATEGY_NGRAM_MOD);
+    report("create_draft_model_unused", try_create(agree, two, 1, plain));
+    report("create_strategies_null_with_count", try_create(agree, NULL, 2, NULL));
+    two[0].struct_size = 4;
+    report("create_strategy_old_struct", try_create(agree, two, 1, NULL));
+
+    /* runs: each n-gram strategy alone, draft-simple, and a mix with draft-mtp */
+    const int32_t ngram[] = {LLAMA_MTP_STRATEGY_NGRAM_SIMPLE, LLAMA_MTP_STRATEGY_NGRAM_MAP_K,
+                             LLAMA_MTP_STRATEGY_NGRAM_MAP_K4V, LLAMA_MTP_STRATEGY_NGRAM_MOD,
+                             LLAMA_MTP_STRATEGY_NGRAM_CACHE};
+    for (size_t i = 0; i < sizeof(ngram) / sizeof(ngram[0]); ++i) {
+        char label[32];
+        snprintf(label, sizeof(label), "run_%s", llama_mtp_strategy_name(ngram[i]));
+        for (char * c = label; *c; ++c) if (*c == '-') *c = '_';
+        two[0] = strategy(ngram[i]);
+        two[0].size_n = 3;
+        two[0].size_m = 8;
+        two[0].n_match = 3;
+        two[0].mod_n_min = 1;
+        strategy_run(label, agree, two, 1, NULL);
+    }
+    two[0] = strategy(LLAMA_MTP_STRATEGY_DRAFT_SIMPLE);
+    strategy_run("run_draft_simple", agree, two, 1, plain);
+    two[0] = strategy(LLAMA_MTP_STRATEGY_DRAFT_MTP);
+    two[1] = strategy(LLAMA_MTP_STRATEGY_NGRAM_SIMPLE);
+    two[1].size_n = 3;
+    two[1].size_m = 8;
+    strategy_run("run_mix", agree, two, 2, NULL);
+
+    llama_model_free(other);
+    llama_model_free(plain);
+    llama_model_free(agree);
+}
+
 int main(int argc, char ** argv) {
     llama_log_set(quiet_log, NULL);
     llama_backend_init();
     no_model_cases();
+    no_model_strategy_cases();
     if (argc >= 4) {
         model_cases(argv[1], argv[2], argv[3]);
+    }
+    if (argc >= 8) {
+        strategy_cases(argv[1], argv[2], argv[4], argv[5], argv[6], argv[7]);
     }
     llama_backend_free();
     printf("DONE\n");

@@ -9,6 +9,7 @@ qemu, windows-x86_64 under wine (those fail, never skip, when qemu or wine is mi
 from __future__ import annotations
 
 import os
+import struct
 import subprocess
 from pathlib import Path
 
@@ -42,6 +43,37 @@ NO_MODEL_CASES = {
     "reset_stats_null_handle": "INVALID_ARGUMENT",
     "draft_foreign_handle": "INVALID_ARGUMENT",
     "get_stats_foreign_handle": "INVALID_ARGUMENT",
+    "default_strategy": "OK",
+    "default_strategy_bad_type": "INVALID_ARGUMENT",
+    "default_strategy_old_struct": "UNSUPPORTED_VERSION",
+    "strategy_supported_mtp": "OK",
+    "strategy_supported_ngram_cache": "OK",
+    "strategy_supported_eagle3": "UNSUPPORTED_STRATEGY",
+    "strategy_supported_dflash": "UNSUPPORTED_STRATEGY",
+    "strategy_supported_dspark": "UNSUPPORTED_STRATEGY",
+    "strategy_supported_bogus": "INVALID_ARGUMENT",
+}
+
+# Strategy misuse (each a status) and runs; the runs' names are run_<strategy>_create/_steps.
+RUNS = ("ngram_simple", "ngram_map_k", "ngram_map_k4v", "ngram_mod", "ngram_cache", "draft_simple")
+STRATEGY_CASES = {
+    "create_two_draft_contexts": "UNSUPPORTED_STRATEGY",
+    "create_eagle3": "UNSUPPORTED_STRATEGY",
+    "create_unknown_strategy": "INVALID_ARGUMENT",
+    "create_strategy_twice": "INVALID_ARGUMENT",
+    "create_ngram_size_zero": "INVALID_ARGUMENT",
+    "create_ngram_size_too_big": "INVALID_ARGUMENT",
+    "create_mod_min_over_max": "INVALID_ARGUMENT",
+    "create_cache_missing_file": "FILE_UNREADABLE",
+    "create_cache_malformed_file": "FILE_UNREADABLE",
+    "create_cache_valid_files": "OK",
+    "create_simple_without_draft_model": "INVALID_ARGUMENT",
+    "create_simple_vocab_mismatch": "VOCAB_MISMATCH",
+    "create_draft_model_unused": "INVALID_ARGUMENT",
+    "create_strategies_null_with_count": "INVALID_ARGUMENT",
+    "create_strategy_old_struct": "UNSUPPORTED_VERSION",
+    **{f"run_{run}_{step}": "OK" for run in (*RUNS, "mix") for step in ("create", "steps")},
+    **{f"run_{run}_stats_bad_index": "INVALID_ARGUMENT" for run in (*RUNS, "mix")},
 }
 
 MODEL_CASES = {
@@ -113,6 +145,18 @@ MESSAGES = {
     "step_wrong_n_past": "not the next position",
     "step_sampler_selects_none": "selects no token",
     "seq_rm_refused": "refused",
+    "strategy_supported_eagle3": "EAGLE-3",
+    "create_two_draft_contexts": "both need a draft context",
+    "create_eagle3": "EAGLE-3",
+    "create_strategy_twice": "listed twice",
+    "create_ngram_size_zero": "size_n",
+    "create_ngram_size_too_big": "size_m",
+    "create_mod_min_over_max": "mod_n_min",
+    "create_cache_missing_file": "cannot open",
+    "create_cache_malformed_file": "token count of 0",
+    "create_simple_without_draft_model": "needs a draft model",
+    "create_simple_vocab_mismatch": "vocabulary",
+    "create_draft_model_unused": "no strategy listed uses a draft model",
 }
 
 # A Windows libllama exports llama.h alone, so the wrapper cannot read the target's
@@ -233,3 +277,48 @@ def test_error_cases_with_models(
     assert int(info["backend_sampled"]) == n_drafts
     assert info["v1_stats_tail_untouched"] == "1"
     assert info["greedy_identical"] == "1", "speculative steps changed greedy output"
+
+
+@pytest.fixture(scope="module")
+def strategy_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path, Path]:
+    """(other, cache_ok, cache_bad, missing): a model with another vocabulary size (more than
+    llama.cpp's 128 tokens of slack), an n-gram cache file of one record as llama.cpp writes
+    them (4 token n-gram, count, (token, count) pairs), one whose record has no tokens, and a
+    path that does not exist."""
+    from generator.testmodel import write_test_model
+
+    folder = tmp_path_factory.mktemp("strategies")
+    other = write_test_model(folder / "other.gguf", "plain", seed=0, vocab=512)
+    ok = folder / "ok.lookup"
+    ok.write_bytes(struct.pack("<4i", 10, 11, 12, -1) + struct.pack("<iii", 1, 13, 2))
+    bad = folder / "bad.lookup"
+    bad.write_bytes(struct.pack("<4i", 10, 11, 12, -1) + struct.pack("<i", 0))
+    return other, ok, bad, folder / "missing.lookup"
+
+
+def test_strategy_cases(
+    execution: Execution,
+    cases_exe: Path,
+    statuses: dict[str, int],
+    test_models: tuple[Path, Path],
+    two_nextn_model: Path,
+    strategy_files: tuple[Path, Path, Path, Path],
+) -> None:
+    agree, plain = test_models
+    proc = _run(execution, cases_exe, agree, plain, two_nextn_model, *strategy_files)
+    assert proc.returncode == 0 and "DONE" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
+    cases, info = parse_cases(proc.stdout)
+    _check(cases, STRATEGY_CASES, statuses)
+    assert info["name_ngram_mod"] == "ngram-mod" and info["name_bogus_null"] == "1"
+    assert info["n_strategies_null"] == "-1"
+    # llama.cpp's own defaults for an n-gram map (common_params_speculative_ngram_map) and ngram-mod
+    assert info["default_ngram"].split() == ["12", "48", "1", "24", "48", "64"]
+    for run in (*RUNS, "mix"):
+        assert info[f"run_{run}_identical"] == "1", f"{run} changed greedy output"
+        drafted, accepted = (int(x) for x in info[f"run_{run}_totals"].split())
+        assert 0 < accepted <= drafted, run
+        assert info[f"run_{run}_sums"] == "1", run
+    # the mix: both strategies drafted, and some of each was accepted
+    per = [tuple(int(x) for x in entry.split(":")) for entry in info["run_mix_per"].split()]
+    assert sorted(t for t, *_ in per) == [3, 6]  # draft-mtp and ngram-simple
+    assert all(drafts > 0 and 0 < acc <= drafted for _, drafts, drafted, acc in per), per
