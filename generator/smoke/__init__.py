@@ -16,7 +16,12 @@ The checks run on the host over either driver's results:
 * drafted > 0 and accepted > 0 with MTP,
 * on ``partial``: 0 < acceptance < 1,
 * on ``plain`` with MTP asked for: the typed refusal (``LlamaUnsupportedError`` from the runtime,
-  ``LLAMA_MTP_STATUS_NO_NEXTN_LAYERS`` from the wrapper).
+  ``LLAMA_MTP_STATUS_NO_NEXTN_LAYERS`` from the wrapper),
+* with the test models and the Python driver, the other strategies: draft-simple (with the
+  ``draft`` test model), each n-gram strategy and an n-gram + draft-mtp mix, on a prompt that
+  repeats itself: output identical to plain greedy output, and every strategy of a run drafted and
+  had drafts accepted. The C driver runs draft-mtp only (a note says so; the other strategies are
+  tested on those platforms by tests/native/mtp_cases.c).
 
 A platform whose programs cannot run here is ``not-run`` with the reason, never passed.
 """
@@ -49,6 +54,25 @@ PASSED = "passed"
 FAILED = "failed"
 NOT_RUN = "not-run"
 TEST_PROMPT = tuple(range(10, 20))
+# The strategies part: a prompt whose continuation repeats it (the test models predict t + 1),
+# so n-gram strategies find their drafts; llama.cpp's default n-gram sizes (12, 48) fit in it.
+REPEATING_PROMPT = (*range(10, 30), *range(10, 30), *range(10, 30), *range(10, 14))
+STRATEGY_DRAFT_MAX = 8
+# Past the prompt's repeats (the first 16 tokens), so that a mix's draft-mtp drafts too.
+STRATEGY_MIN_TOKENS = 32
+STRATEGY_RUNS = (
+    ("draft-simple", ("draft-simple",), True),
+    ("ngram-simple", ("ngram-simple",), False),
+    ("ngram-map-k", ("ngram-map-k",), False),
+    ("ngram-map-k4v", ("ngram-map-k4v",), False),
+    ("ngram-mod", ("ngram-mod",), False),
+    ("ngram-cache", ("ngram-cache",), False),
+    ("ngram-mod + draft-mtp", ("ngram-mod", "draft-mtp"), False),
+)
+C_DRIVER_STRATEGIES_NOTE = (
+    "strategies: the C driver runs draft-mtp only; draft-simple, the n-gram strategies and a mix "
+    "are tested on this platform by tests/native/mtp_cases.c (test_wrapper_errors)"
+)
 REAL_MODEL_PROMPT = "The capital of France is Paris. The capital of Germany is"
 DEFAULT_MAX_TOKENS = 48
 DRIVER_TIMEOUT_S = 1800
@@ -164,6 +188,47 @@ def _models(work: Path, model: Path | None) -> list[dict[str, Any]]:
              "expect_unsupported": kind == "plain"}
         )  # fmt: skip
     return entries
+
+
+def _strategy_plan(work: Path, max_tokens: int) -> dict[str, Any]:
+    from generator.testmodel import write_test_model
+
+    folder = work / "models"
+    target = write_test_model(folder / "partial.gguf", "partial", seed=0)
+    draft = write_test_model(folder / "draft.gguf", "draft", seed=0)
+    runs = [
+        {"name": name, "strategies": list(kinds), "draft": str(draft) if uses_draft else None}
+        for name, kinds, uses_draft in STRATEGY_RUNS
+    ]
+    return {
+        "path": str(target),
+        "prompt": list(REPEATING_PROMPT),
+        "max_tokens": max(max_tokens, STRATEGY_MIN_TOKENS),
+        "draft_token_max": STRATEGY_DRAFT_MAX,
+        "runs": runs,
+    }
+
+
+def strategy_checks(part: dict[str, Any]) -> tuple[list[Check], list[MetricsRow]]:
+    """The strategies part's checks: identical output, and each strategy drafted and was
+    accepted at least once."""
+    checks: list[Check] = []
+    reference = part["reference"]
+    rows = [_row("partial (repeating prompt)", "off", reference)]
+    for run in part["runs"]:
+        name = run["name"]
+        if "unexpected_error" in run:
+            checks.append(Check(f"{name}: runs", False, run["unexpected_error"]))
+            continue
+        rows.append(_row("partial (repeating prompt)", name, run))
+        same = run["tokens"] == reference["tokens"]
+        detail = "" if same else f"plain {reference['tokens'][:16]} vs {run['tokens'][:16]}"
+        checks.append(Check(f"{name}: output identical to plain greedy", same, detail))
+        per = run["metrics"].get("strategies", [])
+        shown = ", ".join(f"{s['kind']} {s['accepted_tokens']}/{s['drafted_tokens']}" for s in per)
+        every = bool(per) and all(s["drafted_tokens"] > 0 and s["accepted_tokens"] > 0 for s in per)
+        checks.append(Check(f"{name}: every strategy drafted and was accepted", every, shown))
+    return checks, rows
 
 
 def run_driver(
@@ -379,6 +444,8 @@ def run_smoke(
         if absent:
             return SmokeReport(platform, NOT_RUN, absent, runner)
     plan["models"] = _models(work, model)
+    if run.python and model is None:
+        plan["strategies"] = _strategy_plan(work, max_tokens)
     if run.python:
         _progress(platform, f"running the Python driver {runner}{device_note}")
         data, diagnostic = run_driver(command, plan, bindings_parent, work, env)
@@ -396,6 +463,15 @@ def run_smoke(
         return SmokeReport(platform, FAILED, f"the driver failed:\n{data.get('error', '')}", runner)
     checks, rows = check_results(data, strict_partial=model is None, refusal=refusal)
     notes: list[str] = []
+    if "strategies" in plan:
+        if "strategies" in data:
+            more_checks, more_rows = strategy_checks(data["strategies"])
+        else:
+            more_checks, more_rows = [Check("strategies ran", False, "no result")], []
+        checks += more_checks
+        rows += more_rows
+    elif not run.python:
+        notes.append(C_DRIVER_STRATEGIES_NOTE)
     if backend != "cpu":
         stderr = (work / "driver-stderr.log").read_text(encoding="utf-8", errors="replace")
         device_checks, device = offload_checks(backend, data, stderr)

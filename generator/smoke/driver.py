@@ -6,7 +6,11 @@ each model of the plan, and prints one JSON line with the results as the last li
 
 Plan: ``{"lib_dir": str, "max_tokens": int, "n_ctx": int, "draft_token_max": int,
 "n_gpu_layers": int (optional, 0), "models": [{"name": str, "path": str, "prompt": [int] | str,
-"expect_unsupported": bool}]}``. The result names the compute devices ggml sees.
+"expect_unsupported": bool}], "strategies": {"path": str, "prompt": [int], "max_tokens": int,
+"draft_token_max": int, "runs": [{"name": str, "strategies": [str], "draft": str | null}]}
+(optional)}``: the strategies part generates greedily on one model without speculation, then
+with each run's strategies (``draft``: the draft model's path). The result names the compute
+devices ggml sees.
 """
 
 from __future__ import annotations
@@ -43,6 +47,48 @@ def _generate(
         "finish_reason": str(result.finish_reason.value),
         "metrics": result.metrics.as_dict(),
     }
+
+
+def _strategy_run(
+    runtime: Any, libs: Any, part: dict[str, Any], run: dict[str, Any] | None, plan: dict[str, Any]
+) -> dict[str, Any]:
+    """One generation of the strategies part: ``run`` None is the plain reference."""
+    kinds = tuple(run["strategies"]) if run else ()
+    layers = int(plan.get("n_gpu_layers", 0))
+    draft = None
+    if run and run.get("draft"):
+        draft = runtime.Model(run["draft"], libs=libs, n_gpu_layers=layers, verbose=True)
+    try:
+        spec = runtime.SpeculativeDecoding(
+            strategies=kinds, draft_model=draft, draft_token_max=int(part["draft_token_max"])
+        )
+        load_mtp = "draft-mtp" in kinds
+        path = part["path"]
+        with runtime.Model(
+            path, load_mtp=load_mtp, libs=libs, n_gpu_layers=layers, verbose=True
+        ) as m:
+            with runtime.Context(m, n_ctx=int(plan["n_ctx"]), speculative=spec) as ctx:
+                result = ctx.generate(part["prompt"], max_tokens=int(part["max_tokens"]))
+    finally:
+        if draft is not None:
+            draft.close()
+    return {
+        "name": run["name"] if run else "plain",
+        "tokens": list(result.tokens),
+        "metrics": result.metrics.as_dict(),
+    }
+
+
+def _strategies(runtime: Any, libs: Any, plan: dict[str, Any]) -> dict[str, Any]:
+    part = plan["strategies"]
+    reference = _strategy_run(runtime, libs, part, None, plan)
+    runs = []
+    for run in part["runs"]:
+        try:
+            runs.append(_strategy_run(runtime, libs, part, run, plan))
+        except runtime.LlamaUnsupportedError as exc:
+            runs.append({"name": run["name"], "unexpected_error": exc.reason})
+    return {"reference": reference, "runs": runs}
 
 
 def _unsupported(runtime: Any, libs: Any, path: str, plan: dict[str, Any]) -> dict[str, Any]:
@@ -102,6 +148,8 @@ def main(argv: list[str]) -> int:
                     result["mtp_unexpected_error"] = exc.reason
             models.append(result)
         out["models"] = models
+        if plan.get("strategies"):
+            out["strategies"] = _strategies(runtime, libs, plan)
         out["ok"] = True
     except Exception:
         out["ok"] = False

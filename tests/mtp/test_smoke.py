@@ -11,7 +11,15 @@ import pytest
 
 from generator.build.native import BuildResult
 from generator.platforms import get_platform
-from generator.smoke import C_REFUSAL, check_results, not_run_reason, run_driver, run_smoke
+from generator.smoke import (
+    C_REFUSAL,
+    STRATEGY_RUNS,
+    check_results,
+    not_run_reason,
+    run_driver,
+    run_smoke,
+    strategy_checks,
+)
 from tests.mtp.conftest import BINDINGS_PARENT, build_or_fail
 
 
@@ -78,8 +86,44 @@ def test_checks_catch_each_failure() -> None:
 def test_smoke_linux_x86_64(host_build: BuildResult, tmp_path: Path) -> None:
     report = run_smoke("linux-x86_64", host_build.lib_dir, BINDINGS_PARENT, tmp_path)
     assert report.passed, report.table()
-    assert {r.model for r in report.rows} == {"agree", "partial", "plain"}
+    repeating = "partial (repeating prompt)"
+    assert {r.model for r in report.rows} == {"agree", "partial", "plain", repeating}
+    assert [r.mode for r in report.rows if r.model == repeating] == [
+        "off",
+        *(name for name, _kinds, _draft in STRATEGY_RUNS),
+    ]
     assert "acceptance" in report.table()
+
+
+def _strategy_run(name: str, tokens: list[int], per: list[tuple[str, int, int]]) -> dict[str, Any]:
+    drafted = sum(d for _k, d, _a in per)
+    accepted = sum(a for _k, _d, a in per)
+    metrics = {
+        "generated_tokens": len(tokens), "drafted_tokens": drafted, "accepted_tokens": accepted,
+        "acceptance_rate": accepted / drafted if drafted else 0.0, "steps": 1,
+        "tokens_per_second": 1.0,
+        "strategies": [
+            {"kind": k, "drafted_tokens": d, "accepted_tokens": a} for k, d, a in per
+        ],
+    }  # fmt: skip
+    return {"name": name, "tokens": tokens, "metrics": metrics}
+
+
+def test_strategy_checks_fail_each_way() -> None:
+    reference = _strategy_run("plain", [1, 2, 3], [])
+    good = _strategy_run("mix", [1, 2, 3], [("ngram-mod", 4, 2), ("draft-mtp", 3, 1)])
+    checks, rows = strategy_checks({"reference": reference, "runs": [good]})
+    assert all(c.ok for c in checks) and [r.mode for r in rows] == ["off", "mix"]
+    other = _strategy_run("mix", [1, 2, 4], [("ngram-mod", 4, 2), ("draft-mtp", 3, 1)])
+    idle = _strategy_run("mix", [1, 2, 3], [("ngram-mod", 4, 2), ("draft-mtp", 0, 0)])
+    refused = {"name": "mix", "unexpected_error": "no wrapper"}
+    for run, failing in (
+        (other, ["mix: output identical to plain greedy"]),
+        (idle, ["mix: every strategy drafted and was accepted"]),
+        (refused, ["mix: runs"]),
+    ):
+        checks, _rows = strategy_checks({"reference": reference, "runs": [run]})
+        assert [c.name for c in checks if not c.ok] == failing
 
 
 @pytest.mark.slow
