@@ -17,11 +17,10 @@ The checks run on the host over either driver's results:
 * on ``partial``: 0 < acceptance < 1,
 * on ``plain`` with MTP asked for: the typed refusal (``LlamaUnsupportedError`` from the runtime,
   ``LLAMA_MTP_STATUS_NO_NEXTN_LAYERS`` from the wrapper),
-* with the test models and the Python driver, the other strategies: draft-simple (with the
-  ``draft`` test model), each n-gram strategy and an n-gram + draft-mtp mix, on a prompt that
-  repeats itself: output identical to plain greedy output, and every strategy of a run drafted and
-  had drafts accepted. The C driver runs draft-mtp only (a note says so; the other strategies are
-  tested on those platforms by tests/native/mtp_cases.c).
+* with the test models, the other strategies: draft-simple (with the ``draft`` test model), each
+  n-gram strategy and an n-gram + draft-mtp mix, on a prompt that repeats itself: output
+  identical to plain greedy output, and every strategy of a run drafted and had drafts accepted
+  (both drivers).
 
 A platform whose programs cannot run here is ``not-run`` with the reason, never passed.
 """
@@ -69,10 +68,7 @@ STRATEGY_RUNS = (
     ("ngram-cache", ("ngram-cache",), False),
     ("ngram-mod + draft-mtp", ("ngram-mod", "draft-mtp"), False),
 )
-C_DRIVER_STRATEGIES_NOTE = (
-    "strategies: the C driver runs draft-mtp only; draft-simple, the n-gram strategies and a mix "
-    "are tested on this platform by tests/native/mtp_cases.c (test_wrapper_errors)"
-)
+
 REAL_MODEL_PROMPT = "The capital of France is Paris. The capital of Germany is"
 DEFAULT_MAX_TOKENS = 48
 DRIVER_TIMEOUT_S = 1800
@@ -444,7 +440,7 @@ def run_smoke(
         if absent:
             return SmokeReport(platform, NOT_RUN, absent, runner)
     plan["models"] = _models(work, model)
-    if run.python and model is None:
+    if model is None:
         plan["strategies"] = _strategy_plan(work, max_tokens)
     if run.python:
         _progress(platform, f"running the Python driver {runner}{device_note}")
@@ -470,8 +466,6 @@ def run_smoke(
             more_checks, more_rows = [Check("strategies ran", False, "no result")], []
         checks += more_checks
         rows += more_rows
-    elif not run.python:
-        notes.append(C_DRIVER_STRATEGIES_NOTE)
     if backend != "cpu":
         stderr = (work / "driver-stderr.log").read_text(encoding="utf-8", errors="replace")
         device_checks, device = offload_checks(backend, data, stderr)

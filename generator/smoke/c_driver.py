@@ -52,7 +52,12 @@ def place_libraries_beside(plat: Platform, lib_dir: Path, folder: Path) -> None:
 
 
 def _run_model(
-    run: Execution, exe: Path, entry: dict[str, Any], plan: dict[str, Any], log: Path
+    run: Execution,
+    exe: Path,
+    entry: dict[str, Any],
+    plan: dict[str, Any],
+    log: Path,
+    strategies: tuple[list[str], str | None] | None = None,
 ) -> tuple[dict[str, Any] | None, str]:
     prompt = entry["prompt"]
     if not isinstance(prompt, list):
@@ -62,6 +67,9 @@ def _run_model(
         str(plan["n_ctx"]), str(plan["draft_token_max"]), str(N_THREADS),
         "1" if entry["expect_unsupported"] else "0", ",".join(str(int(t)) for t in prompt),
     ]  # fmt: skip
+    if strategies is not None:
+        kinds, draft = strategies
+        argv += [",".join(kinds), run.program_path(Path(draft)) if draft else "-"]
     proc = subprocess.run(
         argv, capture_output=True, text=True, check=False, timeout=RUN_TIMEOUT_S,
         env={**os.environ, **run.env}, cwd=exe.parent,
@@ -96,4 +104,46 @@ def run_c_driver(
         result = {k: v for k, v in data.items() if k in ("plain", "mtp", "mtp_error",
                                                          "mtp_unexpected_error")}  # fmt: skip
         out["models"].append({"name": entry["name"], **result})
+    if plan.get("strategies"):
+        part, problem = _strategies(run, exe, plan, log)
+        if part is None:
+            return None, problem
+        out["strategies"] = part
     return out, ""
+
+
+def _strategies(
+    run: Execution, exe: Path, plan: dict[str, Any], log: Path
+) -> tuple[dict[str, Any] | None, str]:
+    """The strategies part in driver.py's shape: one driver run per strategy run (each also
+    generates the plain reference, which must be the same every time)."""
+    part = plan["strategies"]
+    entry = {"name": "strategies", "path": part["path"], "prompt": part["prompt"],
+             "expect_unsupported": False}  # fmt: skip
+    settings = {
+        **plan,
+        "max_tokens": part["max_tokens"],
+        "draft_token_max": part["draft_token_max"],
+    }
+    reference: dict[str, Any] | None = None
+    runs: list[dict[str, Any]] = []
+    for spec in part["runs"]:
+        data, diagnostic = _run_model(
+            run, exe, entry, settings, log, (spec["strategies"], spec["draft"])
+        )
+        if data is None:
+            return None, diagnostic
+        if not data.get("ok"):
+            return None, f"{spec['name']}: {data.get('error', '')}"
+        if reference is None:
+            reference = {"name": "plain", **data["plain"]}
+        elif data["plain"]["tokens"] != reference["tokens"]:
+            return None, f"{spec['name']}: the plain reference differs between driver runs"
+        if "mtp" not in data:
+            runs.append(
+                {"name": spec["name"], "unexpected_error": data.get("mtp_unexpected_error")}
+            )
+            continue
+        metrics = {**data["mtp"]["metrics"], "strategies": data.get("strategies", [])}
+        runs.append({"name": spec["name"], "tokens": data["mtp"]["tokens"], "metrics": metrics})
+    return {"reference": reference, "runs": runs}, ""

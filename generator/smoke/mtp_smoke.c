@@ -5,7 +5,11 @@
  * with MTP, so that its tokens equal those the runtime produces, and prints one JSON line.
  *
  * usage: mtp_smoke MODEL_PATH MAX_TOKENS N_CTX DRAFT_MAX N_THREADS EXPECT_UNSUPPORTED PROMPT
+ *                  [STRATEGIES DRAFT_MODEL]
  *   PROMPT: comma-separated token ids; EXPECT_UNSUPPORTED: 1 for a model without NextN layers.
+ *   STRATEGIES: comma-separated strategy names (llama_mtp_strategy_name, e.g. ngram-mod,draft-mtp)
+ *   for the speculative run instead of draft-mtp alone; DRAFT_MODEL: the draft model's path, or -.
+ *   The speculative run's metrics then carry per-strategy counters, as the runtime's do.
  *
  * stdout: exactly one JSON line. Exit status 0 when the test ran (whatever its results), else 1
  * with {"ok": false, "error": "..."}; 2 on a usage error.
@@ -363,17 +367,24 @@ struct options {
     int expect_unsupported;
     llama_token * prompt;
     int n_prompt;
+    const char * strategies;  /* NULL: draft-mtp alone */
+    const char * draft_path;  /* NULL: no draft model */
+    int uses_mtp;             /* the strategies include draft-mtp */
 };
 
-static struct llama_model * load_model(const struct options * o, int load_mtp) {
+static struct llama_model * load_path(const char * path, int load_mtp) {
     struct llama_model_params mp = llama_model_default_params();
     mp.n_gpu_layers = 0;
     mp.load_mtp = load_mtp != 0;
-    struct llama_model * model = llama_model_load_from_file(o->model_path, mp);
+    struct llama_model * model = llama_model_load_from_file(path, mp);
     if (model == NULL) {
-        set_failure("llama.cpp could not load the model %s (load_mtp %d)", o->model_path, load_mtp);
+        set_failure("llama.cpp could not load the model %s (load_mtp %d)", path, load_mtp);
     }
     return model;
+}
+
+static struct llama_model * load_model(const struct options * o, int load_mtp) {
+    return load_path(o->model_path, load_mtp);
 }
 
 static struct llama_context * new_context(struct llama_model * model, const struct options * o,
@@ -600,9 +611,66 @@ done:
     return ok;
 }
 
+/* The strategy named `name` (n characters), or 0. */
+static int32_t strategy_type(const char * name, size_t n) {
+    for (int32_t t = 1; t < 64; ++t) {
+        const char * known = llama_mtp_strategy_name(t);
+        if (known != NULL && strlen(known) == n && strncmp(known, name, n) == 0) {
+            return t;
+        }
+    }
+    return 0;
+}
+
+#define MAX_STRATEGIES 16
+
+/* o->strategies as llama_mtp_strategy entries with llama.cpp's defaults; their number, or -1. */
+static int parse_strategies(const char * list, struct llama_mtp_strategy * out) {
+    int n = 0;
+    for (const char * p = list; *p != '\0';) {
+        const char * end = strchr(p, ',');
+        const size_t len = end != NULL ? (size_t) (end - p) : strlen(p);
+        const int32_t type = strategy_type(p, len);
+        if (type == 0 || n == MAX_STRATEGIES) {
+            return -1;
+        }
+        memset(&out[n], 0, sizeof out[n]);
+        out[n].struct_size = (uint32_t) sizeof out[n];
+        if (llama_mtp_default_strategy(type, &out[n]) != LLAMA_MTP_STATUS_OK) {
+            return -1;
+        }
+        ++n;
+        p += len + (end != NULL ? 1 : 0);
+    }
+    return n;
+}
+
+/* Context._strategy_metrics: the per-strategy counters, as JSON. */
+static void sb_strategy_stats(struct sbuf * b, struct llama_mtp * mtp) {
+    sb_puts(b, "[");
+    for (int32_t i = 0; i < llama_mtp_n_strategies(mtp); ++i) {
+        struct llama_mtp_strategy_stats st;
+        memset(&st, 0, sizeof st);
+        st.struct_size = (uint32_t) sizeof st;
+        if (llama_mtp_get_strategy_stats(mtp, i, &st) != LLAMA_MTP_STATUS_OK) {
+            set_failure("llama_mtp_get_strategy_stats failed: %s", llama_mtp_last_error());
+            break;
+        }
+        const char * name = llama_mtp_strategy_name(st.type);
+        sb_puts(b, i ? ", {\"kind\": " : "{\"kind\": ");
+        sb_json_string(b, name != NULL ? name : "unknown");
+        sb_printf(b, ", \"drafts\": %llu, \"drafted_tokens\": %llu, \"accepted_tokens\": %llu}",
+                  (unsigned long long) st.n_drafts, (unsigned long long) st.n_drafted,
+                  (unsigned long long) st.n_accepted);
+    }
+    sb_puts(b, "]");
+}
+
 /* Context._create_mtp: 1 and *out on success, else 0 with the status in *status. */
-static int create_mtp(struct llama_context * ctx, const struct options * o, struct llama_mtp ** out,
+static int create_mtp(struct llama_context * ctx, const struct options * o,
+                      struct llama_model * draft, struct llama_mtp ** out,
                       enum llama_mtp_status * status) {
+    struct llama_mtp_strategy strategies[MAX_STRATEGIES];
     struct llama_mtp_params params;
     memset(&params, 0, sizeof params);
     params.struct_size = (uint32_t) sizeof params;
@@ -616,6 +684,16 @@ static int create_mtp(struct llama_context * ctx, const struct options * o, stru
     params.n_min = 0;
     params.p_min = 0.0f;
     params.n_seq = 1;
+    if (o->strategies != NULL) {
+        const int n = parse_strategies(o->strategies, strategies);
+        if (n < 0) {
+            set_failure("STRATEGIES names an unknown strategy: %s", o->strategies);
+            return 0;
+        }
+        params.strategies = strategies;
+        params.n_strategies = (uint32_t) n;
+        params.draft_model = draft;
+    }
     *status = llama_mtp_create(ctx, &params, out);
     if (*status != LLAMA_MTP_STATUS_OK) {
         mtp_check(*status, "create");
@@ -628,13 +706,13 @@ static int create_mtp(struct llama_context * ctx, const struct options * o, stru
 /* ---------------------------------------------------------------- main */
 
 int main(int argc, char ** argv) {
-    if (argc != 8) {
+    if (argc != 8 && argc != 10) {
         fprintf(stderr,
                 "usage: %s MODEL_PATH MAX_TOKENS N_CTX DRAFT_MAX N_THREADS EXPECT_UNSUPPORTED "
-                "PROMPT\n",
+                "PROMPT [STRATEGIES DRAFT_MODEL]\n",
                 argc > 0 ? argv[0] : "mtp_smoke");
         print_failure("usage: mtp_smoke MODEL_PATH MAX_TOKENS N_CTX DRAFT_MAX N_THREADS "
-                      "EXPECT_UNSUPPORTED PROMPT");
+                      "EXPECT_UNSUPPORTED PROMPT [STRATEGIES DRAFT_MODEL]");
         return 2;
     }
     struct options o;
@@ -658,6 +736,12 @@ int main(int argc, char ** argv) {
         print_failure("PROMPT must be comma-separated token ids, e.g. 10,11,12");
         return 2;
     }
+    o.uses_mtp = 1;
+    if (argc == 10) {
+        o.strategies = argv[8];
+        o.draft_path = strcmp(argv[9], "-") == 0 ? NULL : argv[9];
+        o.uses_mtp = strstr(o.strategies, "draft-mtp") != NULL;
+    }
 
     llama_log_set(quiet_log, NULL);
     llama_backend_init();
@@ -670,6 +754,7 @@ int main(int argc, char ** argv) {
     struct llama_model * model = NULL;
     struct llama_context * ctx = NULL;
     struct llama_mtp * mtp = NULL;
+    struct llama_model * draft = NULL;
     int32_t n_nextn = 0;
     enum llama_mtp_status st_layers = LLAMA_MTP_STATUS_OK;
     enum llama_mtp_status st_create = LLAMA_MTP_STATUS_OK;
@@ -697,8 +782,11 @@ int main(int argc, char ** argv) {
     model = NULL;
 
     /* MTP run: the model with its MTP layers, the sidecar created before any decode */
-    model = load_model(&o, 1);
+    model = load_model(&o, o.uses_mtp);
     if (model == NULL) {
+        goto end;
+    }
+    if (o.draft_path != NULL && (draft = load_path(o.draft_path, 0)) == NULL) {
         goto end;
     }
     st_layers = llama_mtp_model_n_nextn_layers(model, &n_nextn);
@@ -707,14 +795,14 @@ int main(int argc, char ** argv) {
         goto end;
     }
     if (o.expect_unsupported) {
-        const int created = create_mtp(ctx, &o, &mtp, &st_create);
+        const int created = create_mtp(ctx, &o, draft, &mtp, &st_create);
         sb_puts(&b, ", \"mtp_error\": {\"error_type\": ");
         sb_json_string(&b, created ? "OK" : status_name(st_create));
         sb_puts(&b, ", \"reason\": ");
         sb_json_string(&b, created ? "" : llama_mtp_last_error());
         sb_printf(&b, ", \"n_nextn_layers\": %d}", (int) n_nextn);
     } else if (!mtp_check(st_layers, "model_n_nextn_layers") ||
-               !create_mtp(ctx, &o, &mtp, &st_create) ||
+               !create_mtp(ctx, &o, draft, &mtp, &st_create) ||
                !generate_mtp(ctx, mtp, llama_model_get_vocab(model), &o, &mtp_run)) {
         if (g_failure[0] != '\0') {
             goto end;
@@ -724,6 +812,10 @@ int main(int argc, char ** argv) {
     } else {
         sb_puts(&b, ", \"mtp\": ");
         sb_run(&b, &mtp_run);
+        if (o.strategies != NULL) {
+            sb_puts(&b, ", \"strategies\": ");
+            sb_strategy_stats(&b, mtp);
+        }
     }
     sb_puts(&b, "}");
 
@@ -731,6 +823,9 @@ end:
     llama_mtp_free(mtp);
     if (ctx != NULL) {
         llama_free(ctx);
+    }
+    if (draft != NULL) {
+        llama_model_free(draft);
     }
     if (model != NULL) {
         llama_model_free(model);
