@@ -146,6 +146,10 @@ def _met(flag: bool | None) -> str:
     return "not measured" if flag is None else ("**met**" if flag else "**not met**")
 
 
+def _median(s: dict[str, Any] | None) -> str:
+    return f"{s['median']:.0f}" if s and s.get("runs") else "-"
+
+
 def _per_strategy_cell(per: dict[str, Any], kinds: list[str]) -> str:
     """``kind accepted/drafted (acceptance)`` per strategy, in the configuration's order."""
     cells = []
@@ -179,8 +183,9 @@ def _strategies_lines(st: dict[str, Any]) -> list[str]:
             "",
             "| configuration | ours tokens/s | upstream tokens/s | ours / upstream | ours vs ours "
             "plain | acceptance ours / upstream | per strategy, ours: accepted/drafted "
-            "(acceptance) | per strategy, upstream | output = plain (ours / upstream) |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "(acceptance) | per strategy, upstream | steps ours / upstream | output = plain "
+            "(ours / upstream) |",
+            "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for name, kinds in st["configurations"]:
             ours, theirs = f"ours_{name}", f"upstream_{name}"
@@ -188,14 +193,14 @@ def _strategies_lines(st: dict[str, Any]) -> list[str]:
             up_cell = f"not-run: {not_run}" if not_run else _fmt(tps.get(theirs, {}), 1)
             if not kinds:
                 up_cell = "(not compared)"
-            acc = d["acceptance"]
-            eq = d["output_equals_plain"]
+            acc, eq, steps = d["acceptance"], d["output_equals_plain"], d.get("steps", {})
             lines.append(
                 f"| {name} | {_fmt(tps.get(ours, {}), 1)} | {up_cell} | "
                 f"{_fmt(up.get(name, {}))} | {_fmt(d['speedup_vs_ours_plain'].get(ours, {}))} | "
                 f"{_fmt(acc.get(ours, {}), 3)} / {_fmt(acc.get(theirs, {}), 3)} | "
                 f"{_per_strategy_cell(d['per_strategy'].get(ours, {}), kinds)} | "
                 f"{_per_strategy_cell(d['per_strategy'].get(theirs, {}), kinds)} | "
+                f"{_median(steps.get(ours))} / {_median(steps.get(theirs))} | "
                 f"{eq.get(ours, '-')} / {eq.get(theirs, '-')} |"
             )
         lines += [

@@ -4,9 +4,9 @@ whose continuation repeats it (n-gram drafts are right) and on one whose continu
 
 The synthetic models' trunk predicts ``t -> t + 1``: after ids 100..399 then 100..110 the greedy
 continuation 111, 112, ... repeats the prompt; after 100..110 alone nothing repeats. Their "test"
-vocabulary hashes 5-character chunks of text to ids, so :func:`test_vocab_text` writes a text that
-upstream's driver tokenizes to exactly those ids (it takes text only); ours is given the ids, and
-every upstream run's echo of its prompt is checked against them.
+vocabulary hashes 5-character chunks of text to ids, so :func:`text_for_test_vocab` writes a text
+that upstream's driver tokenizes to exactly those ids (it takes text only); ours is given the ids,
+and every upstream run's echo of its prompt is checked against them.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ _TEST_VOCAB_CHUNK = 5
 _TEST_VOCAB_CHARS = "abcdefghijklmnopqrstuvwxyz"
 
 
-def test_vocab_hash(chunk: str, n_vocab: int) -> int:
+def hash_test_vocab(chunk: str, n_vocab: int) -> int:
     """The id llama.cpp's "test" vocabulary gives a chunk of text (llama-vocab.cpp)."""
     h = 0
     for byte in chunk.encode():
@@ -54,12 +54,12 @@ def test_vocab_hash(chunk: str, n_vocab: int) -> int:
     return h % n_vocab
 
 
-def test_vocab_text(ids: list[int], n_vocab: int) -> str:
+def text_for_test_vocab(ids: list[int], n_vocab: int) -> str:
     """A text of 5-letter chunks that the "test" vocabulary tokenizes to ``ids``."""
     first: dict[int, str] = {}  # (hash of a 4-letter prefix) * 31 mod n_vocab -> the prefix
     for letters in itertools.product(_TEST_VOCAB_CHARS, repeat=_TEST_VOCAB_CHUNK - 1):
         prefix = "".join(letters)
-        first.setdefault(test_vocab_hash(prefix, n_vocab) * 31 % n_vocab, prefix)
+        first.setdefault(hash_test_vocab(prefix, n_vocab) * 31 % n_vocab, prefix)
     chunks = []
     for t in ids:
         for last in _TEST_VOCAB_CHARS:
@@ -111,7 +111,7 @@ def strategy_options(
 
 
 _STATS = re.compile(
-    r"statistics\s+([\w-]+): #calls\(b,g,a\) =\s*\d+\s+\d+\s+\d+, #gen drafts =\s*(\d+), "
+    r"statistics\s+([\w-]+): #calls\(b,g,a\) =\s*\d+\s+(\d+)\s+\d+, #gen drafts =\s*(\d+), "
     r"#acc drafts =\s*(\d+), #gen tokens =\s*(\d+), #acc tokens =\s*(\d+)"
 )
 
@@ -120,10 +120,11 @@ def parse_upstream_strategies(text: str) -> dict[str, dict[str, int]]:
     """Per-strategy counters from upstream's ``common_speculative_print_stats`` (trace level)."""
     return {
         m.group(1): {
-            "drafts": int(m.group(2)),
-            "accepted_drafts": int(m.group(3)),
-            "drafted_tokens": int(m.group(4)),
-            "accepted_tokens": int(m.group(5)),
+            "draft_calls": int(m.group(2)),
+            "drafts": int(m.group(3)),
+            "accepted_drafts": int(m.group(4)),
+            "drafted_tokens": int(m.group(5)),
+            "accepted_tokens": int(m.group(6)),
         }
         for m in _STATS.finditer(text)
     }
@@ -209,6 +210,9 @@ def run_upstream(
             continue
         fig["reruns"] = attempt
         fig["per_strategy"] = parse_upstream_strategies(out)
+        # every step asks the first strategy for a draft: its draft calls are the steps
+        first = _STATS.search(out)
+        fig["steps"] = int(first.group(2)) if first else None
         fig["echo_ok"] = hex_pieces(prompt) in r.stdout
         fig["stdout"] = r.stdout
         return r, fig
@@ -271,7 +275,7 @@ def collect(setup: Setup, repeats: int) -> dict[str, Collected]:
     """Every configuration on every prompt, ``repeats`` times, interleaved: per repeat and prompt,
     plain first, then per configuration upstream and ours (ours first in every other repeat)."""
     collected = {p: Collected() for p in PROMPTS}
-    texts = {p: test_vocab_text(ids, setup.n_vocab) for p, ids in PROMPTS.items()}
+    texts = {p: text_for_test_vocab(ids, setup.n_vocab) for p, ids in PROMPTS.items()}
     # plain runs long enough to check every speculative run (upstream stops a little past n)
     n_plain = setup.n + setup.draft_max + 1
     for i in range(repeats):
@@ -347,6 +351,13 @@ def summarise_prompt(c: Collected) -> dict[str, Any]:
         "generated_tokens": {
             k: _series(f, "generated_tokens", "tokens").summary() for k, f in c.runs.items()
         },
+        # target decode steps after the prompt (upstream: its first strategy's draft calls)
+        "steps": {
+            k: Series(
+                "steps", [float(x["steps"]) for x in f if x.get("steps") is not None]
+            ).summary()
+            for k, f in c.runs.items()
+        },
         "per_strategy": {k: _per_strategy(f) for k, f in c.runs.items() if k != f"ours_{PLAIN}"},
         "peak_rss_mb": {k: _series(f, "peak_rss_mb", "MB").summary() for k, f in c.runs.items()},
         "output_equals_plain": {
@@ -396,7 +407,9 @@ def method(setup: Setup, repeats: int) -> str:
         "prompt and n-gram drafts are right), 'non_repetitive' = ids 100..110 (nothing repeats: "
         "n-gram strategies find no draft). Ours: llama_bindings.runtime with "
         "SpeculativeDecoding(strategies=..., draft_token_max=D[, draft_model=...]), tokens/s from "
-        "its metrics (prompt excluded), after a 2-token warm-up generation on the same context. "
+        "its metrics (prompt excluded), after a 2-token warm-up generation on another context with "
+        "the same options (closed first: a strategy's state, ngram-map-k's map for one, lives as "
+        "long as its context and would carry the warm-up into the timed run). "
         "Upstream: llama-speculative-simple --spec-type <the same list, comma separated> "
         "--spec-draft-n-max D [-md draft] --top-k 1 --samplers top_k -lv 4 (trace level, for its "
         "per-strategy statistics), tokens/s from its 'decoded N tokens in T seconds' line, on "
