@@ -212,7 +212,10 @@ def _strategies_lines(st: dict[str, Any]) -> list[str]:
         ]
     best = st["targets"]["best_over_upstream_draft_mtp"]
     each = st["targets"]["ours_over_upstream_each"]
-    missed = [k for k, ok in each["met"].items() if not ok]
+    ratios = {
+        f"{p}:{n}": r for p, d in st["prompts"].items() for n, r in d["ours_over_upstream"].items()
+    }
+    missed = [f"{k} {ratios[k]['median']:.3f}" for k, ok in each["met"].items() if not ok]
     lines += ["### Targets", ""]
     if best["met"] is None:
         lines.append(f"* Best / upstream draft-mtp >= {best['target']}: not measured "

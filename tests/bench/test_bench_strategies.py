@@ -186,7 +186,7 @@ def test_report_shows_the_table_the_not_run_reason_and_the_targets() -> None:
     assert "| 12 / 12 | True / True |" in text
     assert "ngram-mod 8/8 (1.000); draft-mtp 2/2 (1.000)" in text
     assert "**1.98 (1.80..2.16, n=2)** (target >= 1.2): **met**" in text
-    assert "below it (median): repetitive:ngram-mod+draft-mtp" in text
+    assert "below it (median): repetitive:ngram-mod+draft-mtp 0.900" in text
     labels = [p[0] for p in report._panels(result["sections"])]
     assert "repetitive:draft-mtp" in labels[0] and "upstream_draft-mtp" in labels[1]
 
