@@ -329,6 +329,7 @@ def summarise_prompt(c: Collected) -> dict[str, Any]:
     """One prompt's figures: medians with spread, per-repeat ratios, checks and not-run reasons."""
     tps = {name: _series(figs, "tokens_per_second", "tokens/s") for name, figs in c.runs.items()}
     base = tps[f"ours_{PLAIN}"]
+    echoes = [x["echo_ok"] for k, f in c.runs.items() if k.startswith("upstream_") for x in f]
     ours_over_upstream = {
         name: ratio_series(tps[f"ours_{name}"], tps[f"upstream_{name}"]).summary()
         for name, _ in CONFIGS
@@ -363,9 +364,8 @@ def summarise_prompt(c: Collected) -> dict[str, Any]:
         "output_equals_plain": {
             k: all(x["same_as_plain"] for x in f) for k, f in c.runs.items() if k != f"ours_{PLAIN}"
         },
-        "upstream_prompt_echo_matches": all(
-            x["echo_ok"] for k, f in c.runs.items() if k.startswith("upstream_") for x in f
-        ),
+        # None: no upstream run
+        "upstream_prompt_echo_matches": all(echoes) if echoes else None,
         "not_run": dict(c.not_run),
         "upstream_generated_tokens": dict(c.upstream_count),
         "upstream_reruns_missing_statistics": c.reruns,
@@ -393,7 +393,11 @@ def targets(prompts: dict[str, dict[str, Any]]) -> dict[str, Any]:
             each["met"][f"{prompt}:{name}"] = ratio["median"] >= EACH_TARGET
         for run_name, reason in d["not_run"].items():
             each["not_run"][f"{prompt}:{run_name}"] = reason
-    each["all_met"] = bool(each["met"]) and all(each["met"].values()) and not each["not_run"]
+    each["all_met"] = (
+        None  # nothing compared (--no-upstream)
+        if not each["met"] and not each["not_run"]
+        else all(each["met"].values()) and not each["not_run"]
+    )
     return {"best_over_upstream_draft_mtp": best, "ours_over_upstream_each": each}
 
 

@@ -147,6 +147,17 @@ def test_summaries_pair_runs_per_repeat_and_keep_not_run_out_of_the_figures() ->
     assert all(d["output_equals_plain"].values()) and d["upstream_prompt_echo_matches"]
 
 
+def test_without_upstream_nothing_is_compared_or_claimed() -> None:
+    c = Collected()
+    c.add(f"ours_{PLAIN}", _fig(100.0))
+    c.add("ours_draft-mtp", _fig(120.0, 10, 9, draft_mtp=(10, 9)))
+    d = summarise_prompt(c)
+    assert d["ours_over_upstream"] == {} and d["upstream_prompt_echo_matches"] is None
+    t = targets({"repetitive": d, "non_repetitive": d})
+    assert t["best_over_upstream_draft_mtp"]["met"] is None
+    assert t["ours_over_upstream_each"]["all_met"] is None
+
+
 def test_targets_take_our_best_configuration_and_say_met_or_not() -> None:
     prompts = {
         "repetitive": summarise_prompt(_collected([100.0, 100.0], [200.0, 240.0])),
