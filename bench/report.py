@@ -110,6 +110,8 @@ def markdown(result: dict[str, Any], chart_name: str) -> str:
         ]
     if "import" in sections:
         lines += _import_lines(sections["import"])
+    if "strategies" in sections:
+        lines += _strategies_lines(sections["strategies"])
     if "mtp" in sections:
         m = sections["mtp"]
         lines += ["## 4. MTP speculative decoding", "", m["method"], ""]
@@ -138,6 +140,100 @@ def markdown(result: dict[str, Any], chart_name: str) -> str:
                 "",
             ]
     return "\n".join(lines) + "\n"
+
+
+def _met(flag: bool | None) -> str:
+    return "not measured" if flag is None else ("**met**" if flag else "**not met**")
+
+
+def _median(s: dict[str, Any] | None) -> str:
+    return f"{s['median']:.0f}" if s and s.get("runs") else "-"
+
+
+def _per_strategy_cell(per: dict[str, Any], kinds: list[str]) -> str:
+    """``kind accepted/drafted (acceptance)`` per strategy, in the configuration's order."""
+    cells = []
+    for kind in kinds:
+        d = per.get(kind)
+        if d is None:
+            continue
+        acc = d["acceptance"]
+        rate = f"{acc['median']:.3f}" if acc.get("runs") else "-"
+        cells.append(
+            f"{kind} {d['accepted_tokens']['median']:.0f}/{d['drafted_tokens']['median']:.0f} "
+            f"({rate})"
+        )
+    return "; ".join(cells) or "-"
+
+
+def _strategies_lines(st: dict[str, Any]) -> list[str]:
+    lines = [
+        "## Speculative strategies: our runtime vs upstream's llama-speculative-simple",
+        "",
+        st["method"],
+        f" Models: target `{st['models']['target']}`, draft-simple's draft "
+        f"`{st['models']['draft']}`.",
+        "",
+    ]
+    for prompt in st["prompt_order"]:
+        d = st["prompts"][prompt]
+        tps, up = d["tokens_per_second"], d["ours_over_upstream"]
+        lines += [
+            f"### {prompt} prompt",
+            "",
+            "| configuration | ours tokens/s | upstream tokens/s | ours / upstream | ours vs ours "
+            "plain | acceptance ours / upstream | per strategy, ours: accepted/drafted "
+            "(acceptance) | per strategy, upstream | steps ours / upstream | output = plain "
+            "(ours / upstream) |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for name, kinds in st["configurations"]:
+            ours, theirs = f"ours_{name}", f"upstream_{name}"
+            not_run = d["not_run"].get(theirs)
+            up_cell = f"not-run: {not_run}" if not_run else _fmt(tps.get(theirs, {}), 1)
+            if not kinds:
+                up_cell = "(not compared)"
+            acc, eq, steps = d["acceptance"], d["output_equals_plain"], d.get("steps", {})
+            lines.append(
+                f"| {name} | {_fmt(tps.get(ours, {}), 1)} | {up_cell} | "
+                f"{_fmt(up.get(name, {}))} | {_fmt(d['speedup_vs_ours_plain'].get(ours, {}))} | "
+                f"{_fmt(acc.get(ours, {}), 3)} / {_fmt(acc.get(theirs, {}), 3)} | "
+                f"{_per_strategy_cell(d['per_strategy'].get(ours, {}), kinds)} | "
+                f"{_per_strategy_cell(d['per_strategy'].get(theirs, {}), kinds)} | "
+                f"{_median(steps.get(ours))} / {_median(steps.get(theirs))} | "
+                f"{eq.get(ours, '-')} / {eq.get(theirs, '-')} |"
+            )
+        lines += [
+            "",
+            f"Upstream's prompt echo equals the prompt ids: {d['upstream_prompt_echo_matches']}; "
+            f"upstream runs without statistics, run again: "
+            f"{d['upstream_reruns_missing_statistics']}.",
+            "",
+        ]
+    best = st["targets"]["best_over_upstream_draft_mtp"]
+    each = st["targets"]["ours_over_upstream_each"]
+    ratios = {
+        f"{p}:{n}": r for p, d in st["prompts"].items() for n, r in d["ours_over_upstream"].items()
+    }
+    missed = [f"{k} {ratios[k]['median']:.3f}" for k, ok in each["met"].items() if not ok]
+    lines += ["### Targets", ""]
+    if best["met"] is None:
+        lines.append(f"* Best / upstream draft-mtp >= {best['target']}: not measured "
+                     f"({best.get('reason', '')}).")  # fmt: skip
+    else:
+        lines.append(
+            f"* Repetitive prompt, our best configuration (`{best['configuration']}`) / "
+            f"upstream's draft-mtp alone: **{_fmt(best['ratio'])}** (target >= "
+            f"{best['target']}): {_met(best['met'])}."
+        )
+    lines.append(
+        f"* Ours / upstream >= {each['target']} for each identical configuration: "
+        f"{_met(each['all_met'])}"
+        + (f"; below it (median): {', '.join(missed)}" if missed else "")
+        + (f"; not-run: {', '.join(each['not_run'])}" if each["not_run"] else "")
+        + "."
+    )
+    return [*lines, ""]
 
 
 IMPORT_CASES = {
@@ -235,6 +331,20 @@ def _panels(sections: dict[str, Any]) -> list[Panel]:
         ]
         stats = [s for d in models.values() for s in d["speedup_vs_ours_plain"].values()]
         panels.append((labels, stats, "4. MTP tokens/s / ours plain (higher is better)", 1))
+    if "strategies" in sections:
+        st = sections["strategies"]
+        prompts = st["prompts"]
+        order = [(p, name) for p in st["prompt_order"] for name, _ in st["configurations"]]
+        pairs = [(p, n) for p, n in order if n in prompts[p]["ours_over_upstream"]]
+        labels = [f"{p}:{n}" for p, n in pairs]
+        stats = [prompts[p]["ours_over_upstream"][n] for p, n in pairs]
+        title = "strategies: ours / upstream tokens/s, same configuration (target 1)"
+        panels.append((labels, stats, title, 1))
+        rep = prompts["repetitive"]["speedup_vs_ours_plain"]
+        names = [f"{side}_{n}" for n, _ in st["configurations"] for side in ("upstream", "ours")]
+        names = [n for n in names if n in rep]
+        title = "strategies, repetitive prompt: tokens/s / ours plain (higher is better)"
+        panels.append((names, [rep[n] for n in names], title, 1))
     if sections.get("import", {}).get("ratio_vs_llama_cpp_python"):
         r = sections["import"]["ratio_vs_llama_cpp_python"]
         title = "6. import + load() + one call, whole process / llama-cpp-python (target 0.2)"

@@ -11,12 +11,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench import bumping, calls, generation, importing, loops, report
+from bench import bumping, calls, generation, importing, loops, report, strategies
 from bench.stats import log
 
 REPO = Path(__file__).resolve().parent.parent
-SECTIONS = ("generation", "calls", "loop", "mtp", "bump", "import")
-# Sections a plain `python -m bench` runs; "bump" (minutes: a cold build) only when named.
+SECTIONS = ("generation", "calls", "loop", "mtp", "bump", "import", "strategies")
+# Sections a plain `python -m bench` runs; "bump" (minutes: a cold build) and "strategies" (about
+# 15 minutes on 2 cores) only when named.
 DEFAULT_SECTIONS = ("generation", "calls", "loop", "mtp", "import")
 REF = "b11312"
 
@@ -98,6 +99,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--mtp-tokens", type=int, default=96)
     p.add_argument("--draft-max", type=int, nargs="+", default=[1, 3, 5])
     p.add_argument(
+        "--strategies-draft-max",
+        type=int,
+        default=8,
+        help="the strategies section's draft max (%(default)s: ngram-cache's own draft length)",
+    )
+    p.add_argument(
         "--mtp-weight-type",
         choices=("f16", "f32"),
         default="f16",
@@ -175,6 +182,23 @@ def main(argv: list[str] | None = None) -> int:
         models = {kind: _model(cache, kind, big_mtp) for kind in ("agree", "partial")}
         n = 16 if args.quick else args.mtp_tokens
         sections["mtp"] = loops.run_mtp(runner, upstream, models, n, args.draft_max, args.repeats)
+    if "strategies" in args.sections:
+        log("section strategies: every speculative strategy, ours vs upstream's driver")
+        upstream = None
+        if not args.no_upstream:
+            upstream = args.upstream_bin or _upstream_bin(cache, tree)
+        vocab = int(big_mtp.get("vocab", 256))
+        setup = strategies.Setup(
+            runner=runner,
+            upstream_bin=upstream,
+            target=_model(cache, "agree", {**big_mtp, "vocab": max(vocab, 512)}),
+            # draft-simple's draft: the same trunk rule and vocabulary, no MTP head, 2 layers
+            draft=_model(cache, "plain", {**big_mtp, "vocab": max(vocab, 512), "layers": 2}),
+            n_vocab=max(vocab, 512),
+            n=16 if args.quick else args.mtp_tokens,
+            draft_max=args.strategies_draft_max,
+        )
+        sections["strategies"] = strategies.run(setup, args.repeats)
     if "import" in args.sections:
         log("section 6: import and load vs llama-cpp-python")
         api_mode = llama_bindings.loader.find_api_module(lib_dir) is not None
