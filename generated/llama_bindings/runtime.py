@@ -228,7 +228,11 @@ class SpeculativeDecoding:
     order (n-gram first) and verifies the first draft one of them makes. ``draft_model``: the
     :class:`Model` draft-simple drafts with (same vocabulary as the target; ``draft_n_ctx`` 0: the
     target's context size). Checked here, before anything native runs: a ValueError names a bad
-    value, :class:`LlamaUnsupportedError` a strategy or mix that cannot run and why.
+    value, :class:`LlamaUnsupportedError` a strategy or mix that cannot run and why. The n-gram
+    strategies keep their state (ngram-map-k's map, ngram-mod's pool, ngram-cache's dynamic
+    cache) across the generations of one :class:`Context`, as a llama.cpp server slot does, so a
+    second generation may draft differently, and take another number of steps, than the first; a
+    new Context starts fresh. Output is the same either way.
 
     ``draft_token_max``: most tokens per draft, for every strategy (>= 1; llama.cpp's own 0 would
     mean unlimited), ``draft_token_min``: drafts of the draft context shorter than this are
@@ -468,7 +472,9 @@ class GenerationMetrics:
     generation_seconds: float
     drafts: int = 0  # drafts that produced at least one token
     backend_sampled_drafts: int = 0  # of those, sampled on the backend (backend_sampling)
-    strategies: tuple[StrategyMetrics, ...] = ()  # per strategy, in the order they are asked
+    # per strategy, in the order they are asked (empty without speculation, or with a
+    # first-release wrapper, which runs draft-mtp alone and has no per-strategy counters)
+    strategies: tuple[StrategyMetrics, ...] = ()
 
     @property
     def acceptance_rate(self) -> float:
@@ -1266,8 +1272,11 @@ class Context:
         run.strategies = self._strategy_metrics(wrapper)
 
     def _strategy_metrics(self, wrapper: _MtpWrapper) -> tuple[StrategyMetrics, ...]:
-        if self.speculative.kinds == (SpeculativeMode.DRAFT_MTP,):
-            return ()  # a first-release wrapper has no per-strategy counters; the totals are these
+        try:
+            for name in _STRATEGY_FUNCTIONS:
+                getattr(wrapper, name)
+        except SYMBOL_ERRORS:
+            return ()  # a first-release wrapper (draft-mtp alone): no per-strategy counters
         kinds = {value: kind for kind, value in _STRATEGY_TYPES.items()}
         stats = self.ffi.new("struct llama_mtp_strategy_stats *")
         found = []

@@ -72,6 +72,14 @@ def test_draft_simple_keeps_greedy_output(
         assert 0.0 < rate < 1.0
 
 
+def test_draft_mtp_alone_reports_itself_per_strategy(
+    runtime: Any, libs: Any, models: dict[str, Path], plain_tokens: tuple[int, ...]
+) -> None:
+    result = _generate(runtime, libs, models["partial"], runtime.SpeculativeDecoding("draft-mtp"))
+    assert tuple(result.tokens) == plain_tokens
+    _check_counts(result, ["draft-mtp"])
+
+
 def test_ngram_with_draft_mtp_mix(
     runtime: Any, libs: Any, models: dict[str, Path], plain_tokens: tuple[int, ...]
 ) -> None:
