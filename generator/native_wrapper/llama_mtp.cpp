@@ -830,6 +830,171 @@ common_speculative * init_strategy(const llama_mtp_strategy & s, llama_context *
     return common_speculative_init(sp, p.n_seq);
 }
 
+// The caller's params, checked and completed with the defaults into p.
+llama_mtp_status read_params(llama_context * ctx_tgt, const llama_mtp_params * params,
+                             llama_mtp_params & p, const std::string & where) {
+    if (params->struct_size < k_params_min_size) {
+        return fail(LLAMA_MTP_STATUS_UNSUPPORTED_VERSION,
+                    where + ": params.struct_size " + std::to_string(params->struct_size) +
+                        " is smaller than " + std::to_string(k_params_min_size));
+    }
+    params_defaults(p);
+    // A struct_size short of this header's struct is a first-release caller: its fields only.
+    std::memcpy(&p, params, params->struct_size >= sizeof(p) ? sizeof(p) : k_params_min_size);
+    p.struct_size = sizeof(p);
+
+    if (p.n_max <= 0 || p.n_max > k_max_draft) {
+        return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT,
+                    where + ": n_max must be in [1, " + std::to_string(k_max_draft) + "], got " +
+                        std::to_string(p.n_max) + " (upstream reads 0 as unlimited)");
+    }
+    if (p.n_min < 0 || p.n_min > p.n_max) {
+        return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT,
+                    where + ": n_min must be in [0, n_max], got " + std::to_string(p.n_min));
+    }
+    if (!(p.p_min >= 0.0f && p.p_min <= 1.0f)) {
+        return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT, where + ": p_min must be in [0, 1]");
+    }
+    const uint32_t n_seq_max = llama_n_seq_max(ctx_tgt);
+    if (p.n_seq == 0 || p.n_seq > n_seq_max) {
+        return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT,
+                    where + ": n_seq must be in [1, " + std::to_string(n_seq_max) +
+                        "] (the target's n_seq_max), got " + std::to_string(p.n_seq));
+    }
+    if (p.n_threads < 0 || p.n_threads_batch < 0) {
+        return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT, where + ": thread counts must be >= 0");
+    }
+    if (p.draft_n_ctx < 0) {
+        return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT, where + ": draft_n_ctx must be >= 0");
+    }
+    return LLAMA_MTP_STATUS_OK;
+}
+
+// The strategies, checked one by one and as a mix; draft_type: the draft-context one (0: none).
+llama_mtp_status read_strategies(const llama_mtp_params & p, std::vector<llama_mtp_strategy> & list,
+                                 int32_t & draft_type, const std::string & where) {
+    if (p.strategies == nullptr || p.n_strategies == 0) {
+        if (p.strategies == nullptr && p.n_strategies > 0) {
+            return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT,
+                        where + ": strategies is NULL but n_strategies is " +
+                            std::to_string(p.n_strategies));
+        }
+        list.emplace_back();
+        strategy_defaults(LLAMA_MTP_STRATEGY_DRAFT_MTP, list.back());
+    } else {
+        if (p.n_strategies > sizeof(k_strategies) / sizeof(k_strategies[0])) {
+            return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT,
+                        where + ": n_strategies " + std::to_string(p.n_strategies) +
+                            " is more than there are strategies");
+        }
+        for (uint32_t i = 0; i < p.n_strategies; ++i) {
+            const llama_mtp_strategy & given = p.strategies[i];
+            const std::string what = where + ": strategies[" + std::to_string(i) + "]";
+            if (given.struct_size < k_strategy_min_size) {
+                return fail(LLAMA_MTP_STATUS_UNSUPPORTED_VERSION,
+                            what + ".struct_size " + std::to_string(given.struct_size) +
+                                " is smaller than " + std::to_string(k_strategy_min_size));
+            }
+            llama_mtp_strategy copy;
+            strategy_defaults(given.type, copy);
+            std::memcpy(&copy, &given, std::min<size_t>(given.struct_size, sizeof(copy)));
+            copy.struct_size = sizeof(copy);
+            const llama_mtp_status st = check_strategy(copy, what);
+            if (st != LLAMA_MTP_STATUS_OK) {
+                return st;
+            }
+            for (const auto & earlier : list) {
+                if (earlier.type == copy.type) {
+                    return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT,
+                                what + ": " + find_strategy(copy.type)->name + " is listed twice");
+                }
+            }
+            list.push_back(copy);
+        }
+    }
+    draft_type = 0;
+    for (const auto & s : list) {
+        if (!find_strategy(s.type)->draft_context) {
+            continue;
+        }
+        if (draft_type != 0) {
+            return fail(LLAMA_MTP_STATUS_UNSUPPORTED_STRATEGY,
+                        where + ": " + find_strategy(draft_type)->name + " and " +
+                            find_strategy(s.type)->name +
+                            " both need a draft context; llama.cpp mixes n-gram strategies with "
+                            "at most one of them");
+        }
+        draft_type = s.type;
+    }
+    const bool wants_draft_model = draft_type != 0 && draft_type != LLAMA_MTP_STRATEGY_DRAFT_MTP;
+    if (wants_draft_model && p.draft_model == nullptr) {
+        return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT,
+                    where + ": " + find_strategy(draft_type)->name +
+                        " needs a draft model (params.draft_model)");
+    }
+    if (!wants_draft_model && p.draft_model != nullptr) {
+        return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT,
+                    where + ": params.draft_model is set, but no strategy listed uses a draft "
+                            "model (draft-simple does)");
+    }
+    return LLAMA_MTP_STATUS_OK;
+}
+
+// The target (and the draft model) can run the strategies.
+llama_mtp_status check_models(llama_context * ctx_tgt, const llama_mtp_params & p, int32_t draft_type,
+                              const std::string & where) {
+    const llama_model * model = llama_get_model(ctx_tgt);
+    if (model == nullptr) {
+        return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT, where + ": target context has no model");
+    }
+    llama_mtp_status st = LLAMA_MTP_STATUS_OK;
+    if (draft_type == LLAMA_MTP_STRATEGY_DRAFT_MTP) {
+        st = check_mtp_model(model, where);
+    } else if (p.draft_model != nullptr) {
+        st = check_vocab(model, p.draft_model, where);
+    }
+    return st != LLAMA_MTP_STATUS_OK ? st : check_target(ctx_tgt, model, p, where);
+}
+
+// The draft context and one common_speculative per strategy, in upstream's order.
+llama_mtp_status build_sidecar(llama_mtp & sidecar, const std::vector<llama_mtp_strategy> & list,
+                               int32_t draft_type, const std::string & where) {
+    const llama_mtp_params & p = sidecar.params;
+    const llama_model * model = llama_get_model(sidecar.ctx_tgt);
+    sidecar.has_mtp = draft_type == LLAMA_MTP_STRATEGY_DRAFT_MTP;
+    sidecar.stats.struct_size = sizeof(sidecar.stats);
+    if (draft_type != 0) {
+        sidecar.ctx_dft = sidecar.has_mtp ? create_mtp_context(sidecar.ctx_tgt, model, p)
+                                          : create_draft_context(sidecar.ctx_tgt, p);
+        if (sidecar.ctx_dft == nullptr) {
+            return fail(LLAMA_MTP_STATUS_CONTEXT_FAILED,
+                        where + ": llama_init_from_model refused the " +
+                            find_strategy(draft_type)->name + " draft context");
+        }
+    }
+    for (const auto & info : k_strategies) {
+        for (const auto & s : list) {
+            if (s.type != info.type) {
+                continue;
+            }
+            strategy_slot slot;
+            slot.info = &info;
+            slot.drafted.assign(p.n_seq, false);
+            slot.stats.struct_size = sizeof(slot.stats);
+            slot.stats.type = info.type;
+            slot.spec = init_strategy(s, sidecar.ctx_tgt, sidecar.ctx_dft, p);
+            sidecar.slots.push_back(slot);
+            if (slot.spec == nullptr) {
+                return fail(LLAMA_MTP_STATUS_CONTEXT_FAILED,
+                            where + ": the " + info.name + " speculative state could not be initialised");
+            }
+        }
+    }
+    sidecar.seqs.resize(p.n_seq);
+    sidecar.n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
+    return LLAMA_MTP_STATUS_OK;
+}
+
 }  // namespace
 
 extern "C" {
@@ -890,168 +1055,27 @@ llama_mtp_status llama_mtp_create(llama_context * ctx_tgt, const llama_mtp_param
         if (params == nullptr) {
             return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT, where + ": params is NULL");
         }
-        if (params->struct_size < k_params_min_size) {
-            return fail(LLAMA_MTP_STATUS_UNSUPPORTED_VERSION,
-                        where + ": params.struct_size " + std::to_string(params->struct_size) +
-                            " is smaller than " + std::to_string(k_params_min_size));
-        }
         llama_mtp_params p;
-        params_defaults(p);
-        // A struct_size short of this header's struct is a first-release caller: its fields only.
-        std::memcpy(&p, params, params->struct_size >= sizeof(p) ? sizeof(p) : k_params_min_size);
-        p.struct_size = sizeof(p);
-
-        if (p.n_max <= 0 || p.n_max > k_max_draft) {
-            return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT,
-                        where + ": n_max must be in [1, " + std::to_string(k_max_draft) + "], got " +
-                            std::to_string(p.n_max) + " (upstream reads 0 as unlimited)");
-        }
-        if (p.n_min < 0 || p.n_min > p.n_max) {
-            return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT,
-                        where + ": n_min must be in [0, n_max], got " + std::to_string(p.n_min));
-        }
-        if (!(p.p_min >= 0.0f && p.p_min <= 1.0f)) {
-            return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT, where + ": p_min must be in [0, 1]");
-        }
-        const uint32_t n_seq_max = llama_n_seq_max(ctx_tgt);
-        if (p.n_seq == 0 || p.n_seq > n_seq_max) {
-            return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT,
-                        where + ": n_seq must be in [1, " + std::to_string(n_seq_max) +
-                            "] (the target's n_seq_max), got " + std::to_string(p.n_seq));
-        }
-        if (p.n_threads < 0 || p.n_threads_batch < 0) {
-            return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT, where + ": thread counts must be >= 0");
-        }
-
-        if (p.draft_n_ctx < 0) {
-            return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT, where + ": draft_n_ctx must be >= 0");
-        }
-
-        // The strategies: copied, checked one by one, then as a mix.
         std::vector<llama_mtp_strategy> list;
-        if (p.strategies == nullptr || p.n_strategies == 0) {
-            if (p.strategies == nullptr && p.n_strategies > 0) {
-                return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT,
-                            where + ": strategies is NULL but n_strategies is " +
-                                std::to_string(p.n_strategies));
-            }
-            list.emplace_back();
-            strategy_defaults(LLAMA_MTP_STRATEGY_DRAFT_MTP, list.back());
-        } else {
-            if (p.n_strategies > sizeof(k_strategies) / sizeof(k_strategies[0])) {
-                return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT,
-                            where + ": n_strategies " + std::to_string(p.n_strategies) +
-                                " is more than there are strategies");
-            }
-            for (uint32_t i = 0; i < p.n_strategies; ++i) {
-                const llama_mtp_strategy & given = p.strategies[i];
-                const std::string what = where + ": strategies[" + std::to_string(i) + "]";
-                if (given.struct_size < k_strategy_min_size) {
-                    return fail(LLAMA_MTP_STATUS_UNSUPPORTED_VERSION,
-                                what + ".struct_size " + std::to_string(given.struct_size) +
-                                    " is smaller than " + std::to_string(k_strategy_min_size));
-                }
-                llama_mtp_strategy copy;
-                strategy_defaults(given.type, copy);
-                std::memcpy(&copy, &given, std::min<size_t>(given.struct_size, sizeof(copy)));
-                copy.struct_size = sizeof(copy);
-                const llama_mtp_status st = check_strategy(copy, what);
-                if (st != LLAMA_MTP_STATUS_OK) {
-                    return st;
-                }
-                for (const auto & earlier : list) {
-                    if (earlier.type == copy.type) {
-                        return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT,
-                                    what + ": " + find_strategy(copy.type)->name + " is listed twice");
-                    }
-                }
-                list.push_back(copy);
-            }
+        int32_t draft_type = 0;
+        llama_mtp_status st = read_params(ctx_tgt, params, p, where);
+        if (st == LLAMA_MTP_STATUS_OK) {
+            st = read_strategies(p, list, draft_type, where);
         }
-        int32_t draft_type = 0;  // the draft-context strategy, if any
-        for (const auto & s : list) {
-            if (!find_strategy(s.type)->draft_context) {
-                continue;
-            }
-            if (draft_type != 0) {
-                return fail(LLAMA_MTP_STATUS_UNSUPPORTED_STRATEGY,
-                            where + ": " + find_strategy(draft_type)->name + " and " +
-                                find_strategy(s.type)->name +
-                                " both need a draft context; llama.cpp mixes n-gram strategies with "
-                                "at most one of them");
-            }
-            draft_type = s.type;
+        if (st == LLAMA_MTP_STATUS_OK) {
+            st = check_models(ctx_tgt, p, draft_type, where);
         }
-        const bool wants_draft_model = draft_type != 0 && draft_type != LLAMA_MTP_STRATEGY_DRAFT_MTP;
-        if (wants_draft_model && p.draft_model == nullptr) {
-            return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT,
-                        where + ": " + find_strategy(draft_type)->name +
-                            " needs a draft model (params.draft_model)");
+        if (st != LLAMA_MTP_STATUS_OK) {
+            return st;
         }
-        if (!wants_draft_model && p.draft_model != nullptr) {
-            return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT,
-                        where + ": params.draft_model is set, but no strategy listed uses a draft "
-                                "model (draft-simple does)");
-        }
-
-        const llama_model * model = llama_get_model(ctx_tgt);
-        if (model == nullptr) {
-            return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT, where + ": target context has no model");
-        }
-        const bool has_mtp = draft_type == LLAMA_MTP_STRATEGY_DRAFT_MTP;
-        if (has_mtp) {
-            const llama_mtp_status st = check_mtp_model(model, where);
-            if (st != LLAMA_MTP_STATUS_OK) {
-                return st;
-            }
-        }
-        if (wants_draft_model) {
-            const llama_mtp_status st = check_vocab(model, p.draft_model, where);
-            if (st != LLAMA_MTP_STATUS_OK) {
-                return st;
-            }
-        }
-        const llama_mtp_status tst = check_target(ctx_tgt, model, p, where);
-        if (tst != LLAMA_MTP_STATUS_OK) {
-            return tst;
-        }
-
         auto mtp = std::make_unique<llama_mtp>();
         mtp->ctx_tgt = ctx_tgt;
         mtp->params = p;
         mtp->params.strategies = nullptr;  // the caller's array is not kept
-        mtp->has_mtp = has_mtp;
-        mtp->stats.struct_size = sizeof(mtp->stats);
-        if (draft_type != 0) {
-            mtp->ctx_dft = has_mtp ? create_mtp_context(ctx_tgt, model, p)
-                                   : create_draft_context(ctx_tgt, p);
-            if (mtp->ctx_dft == nullptr) {
-                return fail(LLAMA_MTP_STATUS_CONTEXT_FAILED,
-                            where + ": llama_init_from_model refused the " +
-                                find_strategy(draft_type)->name + " draft context");
-            }
+        st = build_sidecar(*mtp, list, draft_type, where);
+        if (st != LLAMA_MTP_STATUS_OK) {
+            return st;
         }
-        for (const auto & info : k_strategies) {
-            for (const auto & s : list) {
-                if (s.type != info.type) {
-                    continue;
-                }
-                strategy_slot slot;
-                slot.info = &info;
-                slot.drafted.assign(p.n_seq, false);
-                slot.stats.struct_size = sizeof(slot.stats);
-                slot.stats.type = info.type;
-                slot.spec = init_strategy(s, mtp->ctx_tgt, mtp->ctx_dft, p);
-                mtp->slots.push_back(slot);
-                if (mtp->slots.back().spec == nullptr) {
-                    return fail(LLAMA_MTP_STATUS_CONTEXT_FAILED,
-                                where + ": the " + info.name +
-                                    " speculative state could not be initialised");
-                }
-            }
-        }
-        mtp->seqs.resize(p.n_seq);
-        mtp->n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
         *out = mtp.release();
         register_handle(*out);
         return ok();
