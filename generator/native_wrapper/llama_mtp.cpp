@@ -343,6 +343,13 @@ llama_mtp_status check_strategy(const llama_mtp_strategy & s, const std::string 
                 (st = check_range(s.min_hits, 1, k_max_ngram, name + " min_hits")) != LLAMA_MTP_STATUS_OK) {
                 return st;
             }
+            if (s.type == LLAMA_MTP_STRATEGY_NGRAM_SIMPLE && s.size_m < s.size_n) {
+                return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT,
+                            name + " size_m " + std::to_string(s.size_m) + " < size_n " +
+                                std::to_string(s.size_n) +
+                                ": it would never draft (llama.cpp's ngram-simple drafts only an "
+                                "m-gram at least as long as the n-gram)");
+            }
             break;
         case LLAMA_MTP_STRATEGY_NGRAM_MOD:
             if ((st = check_range(s.n_match, 1, k_max_ngram, name + " n_match")) != LLAMA_MTP_STATUS_OK ||

@@ -90,7 +90,8 @@ struct llama_mtp_strategy {
     int32_t  type;             /* enum llama_mtp_strategy_type */
     /* ngram-simple, ngram-map-k, ngram-map-k4v: */
     int32_t  size_n;           /* n-gram (key) length, [1, 1024] (default 12) */
-    int32_t  size_m;           /* m-gram (draft) length, [1, 1024] (default 48) */
+    int32_t  size_m;           /* m-gram (draft) length, [1, 1024] (default 48); ngram-simple:
+                                * >= size_n (it drafts nothing otherwise) */
     int32_t  min_hits;         /* hits before an m-gram is proposed, [1, 1024] (default 1) */
     /* ngram-mod: */
     int32_t  n_match;          /* n-gram length, [1, 1024] (default 24) */

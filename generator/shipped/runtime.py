@@ -200,6 +200,16 @@ class Strategy:
             value = getattr(self, name)
             if value is not None and not 1 <= value <= _NGRAM_MAX:
                 raise ValueError(f"Strategy.{name} must be in [1, {_NGRAM_MAX}], got {value}")
+        if (
+            self.kind is SpeculativeMode.NGRAM_SIMPLE
+            and self.size_n is not None
+            and self.size_m is not None
+            and self.size_m < self.size_n
+        ):
+            raise ValueError(
+                f"Strategy.size_m {self.size_m} < size_n {self.size_n}: ngram-simple would never "
+                "draft (llama.cpp drafts only an m-gram at least as long as the n-gram)"
+            )
         if self.mod_n_min is not None:
             top = self.mod_n_max if self.mod_n_max is not None else _NGRAM_MAX
             if not 0 <= self.mod_n_min <= top:

@@ -154,6 +154,8 @@ def test_mixes_are_checked_before_anything_native(runtime: Any, tmp_path: Path) 
         sd("draft-mtp", strategies=("ngram-mod",))
     with pytest.raises(ValueError, match="size_n"):
         runtime.Strategy("ngram-simple", size_n=0)
+    with pytest.raises(ValueError, match="would never draft"):
+        runtime.Strategy("ngram-simple", size_n=8, size_m=4)
     with pytest.raises(ValueError, match="mod_n_min"):
         runtime.Strategy("ngram-mod", mod_n_min=70, mod_n_max=64)
     with pytest.raises(ValueError, match="is for ngram-cache"):

@@ -529,6 +529,9 @@ static void strategy_cases(const char * agree_path, const char * plain_path, con
     two[0] = strategy(LLAMA_MTP_STRATEGY_NGRAM_SIMPLE);
     two[0].size_n = 0;
     report("create_ngram_size_zero", try_create(agree, two, 1, NULL));
+    two[0].size_n = 8;
+    two[0].size_m = 4;
+    report("create_ngram_simple_m_below_n", try_create(agree, two, 1, NULL));
     two[0] = strategy(LLAMA_MTP_STRATEGY_NGRAM_MAP_K4V);
     two[0].size_m = 5000;
     report("create_ngram_size_too_big", try_create(agree, two, 1, NULL));
