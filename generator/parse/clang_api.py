@@ -5,6 +5,7 @@ Everything else in ``generator.parse`` talks to libclang through the names re-ex
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -43,15 +44,17 @@ __all__ = [
     "walk",
 ]
 
-_INDEX: Index | None = None
+_INDEXES = threading.local()  # one libclang index per thread
 _ERROR_SEVERITY: int = int(Diagnostic.Error)
 
 
 def _index() -> Index:
-    global _INDEX
-    if _INDEX is None:
-        _INDEX = Index.create()
-    return _INDEX
+    """This thread's libclang index (an index is not to be shared between threads)."""
+    index: Index | None = getattr(_INDEXES, "index", None)
+    if index is None:
+        index = Index.create()
+        _INDEXES.index = index
+    return index
 
 
 @dataclass(frozen=True)

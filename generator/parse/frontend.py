@@ -5,7 +5,9 @@ Only ``generator.parse.clang_api`` imports ``clang.cindex``.
 
 from __future__ import annotations
 
+import os
 import sys
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
@@ -62,6 +64,21 @@ def parse_interface(options: ParseOptions, source: Source, progress: bool = Fals
     if options.wrapper_header is not None and not options.wrapper_header.is_file():
         raise BindgenError(f"wrapper header not found: {options.wrapper_header}")
     targets = options.all_targets()
+    # The other targets' parses run in libclang (which releases the GIL) while this thread walks
+    # the host's declarations in Python; their layouts are read here afterwards, in order.
+    others = [t for t in targets if t != HOST_TARGET]
+    with ThreadPoolExecutor(max_workers=max(1, (os.cpu_count() or 2) - 1)) as pool:
+        pending = {t: pool.submit(_parse_target, options, t) for t in others}
+        return _interface(options, source, targets, pending, progress)
+
+
+def _interface(
+    options: ParseOptions,
+    source: Source,
+    targets: tuple[str, ...],
+    pending: dict[str, Future[TranslationUnit]],
+    progress: bool,
+) -> Interface:
     if progress:
         print(f"parse: {HOST_TARGET} (declarations)", file=sys.stderr)
     host_tu = _parse_target(options, HOST_TARGET)
@@ -80,7 +97,7 @@ def parse_interface(options: ParseOptions, source: Source, progress: bool = Fals
         if target == HOST_TARGET:
             layouts = host_layouts
         else:
-            tu = _parse_target(options, target)
+            tu = pending[target].result()
             layouts = declarations.collect_layouts(
                 tu, found.records, enum_names, host_layouts.locations
             )
