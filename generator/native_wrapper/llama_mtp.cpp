@@ -432,7 +432,6 @@ struct strategy_slot {
     common_speculative * spec = nullptr;
     std::vector<bool> drafted;  // per sequence: upstream has recorded a draft of it (impl_last)
     llama_mtp_strategy_stats stats{};
-    std::string cache_static, cache_dynamic;
 };
 
 struct llama_mtp {
@@ -626,17 +625,16 @@ llama_mtp_status do_draft(llama_mtp * mtp, llama_seq_id seq_id, llama_token id_l
             break;
         }
     }
-    const llama_tokens winning = st.draft;
     // A draft-context strategy hears of accepted tokens only once upstream has recorded a draft
     // of it for the sequence (accepting otherwise asserts): when a draftless strategy drafts
     // first, the draft-context one drafts once as well, its draft discarded.
     for (auto & slot : mtp->slots) {
-        if (st.winner >= 0 && slot.info->draft_context && !slot.drafted[(size_t) seq_id] &&
-            &slot != &mtp->slots[(size_t) st.winner]) {
+        if (st.winner >= 0 && slot.info->draft_context && !slot.drafted[(size_t) seq_id]) {
+            const llama_tokens winning = st.draft;
             ask(slot);
+            st.draft = winning;
         }
     }
-    st.draft = winning;
 
     // The draft context now holds KV for [pos0, ...) written while drafting; the verification
     // batch will be mirrored there, so drop it.
