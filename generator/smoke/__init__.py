@@ -186,18 +186,18 @@ def _models(work: Path, model: Path | None) -> list[dict[str, Any]]:
     return entries
 
 
-def _strategy_plan(work: Path, max_tokens: int) -> dict[str, Any]:
+def _strategy_plan(work: Path, target: str, max_tokens: int) -> dict[str, Any]:
+    """The strategies part on ``target`` (the ``partial`` test model), with the ``draft`` model
+    written beside it."""
     from generator.testmodel import write_test_model
 
-    folder = work / "models"
-    target = write_test_model(folder / "partial.gguf", "partial", seed=0)
-    draft = write_test_model(folder / "draft.gguf", "draft", seed=0)
+    draft = write_test_model(work / "models" / "draft.gguf", "draft", seed=0)
     runs = [
         {"name": name, "strategies": list(kinds), "draft": str(draft) if uses_draft else None}
         for name, kinds, uses_draft in STRATEGY_RUNS
     ]
     return {
-        "path": str(target),
+        "path": target,
         "prompt": list(REPEATING_PROMPT),
         "max_tokens": max(max_tokens, STRATEGY_MIN_TOKENS),
         "draft_token_max": STRATEGY_DRAFT_MAX,
@@ -439,9 +439,11 @@ def run_smoke(
         absent = _device_absent(backend, command, plan, bindings_parent, work, env)
         if absent:
             return SmokeReport(platform, NOT_RUN, absent, runner)
-    plan["models"] = _models(work, model)
+    models = _models(work, model)
+    plan["models"] = models
     if model is None:
-        plan["strategies"] = _strategy_plan(work, max_tokens)
+        partial = next(m["path"] for m in models if m["name"] == "partial")
+        plan["strategies"] = _strategy_plan(work, partial, max_tokens)
     if run.python:
         _progress(platform, f"running the Python driver {runner}{device_note}")
         data, diagnostic = run_driver(command, plan, bindings_parent, work, env)

@@ -25,20 +25,23 @@ from typing import Any
 
 
 def _generate(
-    runtime: Any, libs: Any, path: str, prompt: Any, plan: dict[str, Any], mtp: bool
+    runtime: Any,
+    libs: Any,
+    path: str,
+    prompt: Any,
+    plan: dict[str, Any],
+    spec: Any,
+    max_tokens: int,
 ) -> dict[str, Any]:
-    spec = runtime.SpeculativeDecoding(
-        runtime.SpeculativeMode.DRAFT_MTP if mtp else runtime.SpeculativeMode.NONE,
-        draft_token_max=int(plan["draft_token_max"]),
-    )
     layers = int(plan.get("n_gpu_layers", 0))
+    load_mtp = runtime.SpeculativeMode.DRAFT_MTP in spec.kinds
     # verbose: llama.cpp's log on stderr, where the host reads the offload lines
-    with runtime.Model(path, load_mtp=mtp, libs=libs, n_gpu_layers=layers, verbose=True) as model:
-        with runtime.Context(model, n_ctx=int(plan["n_ctx"]), speculative=spec) as ctx:
+    with runtime.Model(path, load_mtp=load_mtp, libs=libs, n_gpu_layers=layers, verbose=True) as m:
+        with runtime.Context(m, n_ctx=int(plan["n_ctx"]), speculative=spec) as ctx:
             streamed: list[int] = []
             result = ctx.generate(
                 prompt,
-                max_tokens=int(plan["max_tokens"]),
+                max_tokens=max_tokens,
                 on_token=lambda token, _piece: streamed.append(token),
             )
     return {
@@ -49,34 +52,36 @@ def _generate(
     }
 
 
+def _mtp_run(
+    runtime: Any, libs: Any, path: str, prompt: Any, plan: dict[str, Any], mtp: bool
+) -> dict[str, Any]:
+    spec = runtime.SpeculativeDecoding(
+        runtime.SpeculativeMode.DRAFT_MTP if mtp else runtime.SpeculativeMode.NONE,
+        draft_token_max=int(plan["draft_token_max"]),
+    )
+    return _generate(runtime, libs, path, prompt, plan, spec, int(plan["max_tokens"]))
+
+
 def _strategy_run(
     runtime: Any, libs: Any, part: dict[str, Any], run: dict[str, Any] | None, plan: dict[str, Any]
 ) -> dict[str, Any]:
     """One generation of the strategies part: ``run`` None is the plain reference."""
     kinds = tuple(run["strategies"]) if run else ()
-    layers = int(plan.get("n_gpu_layers", 0))
     draft = None
     if run and run.get("draft"):
+        layers = int(plan.get("n_gpu_layers", 0))
         draft = runtime.Model(run["draft"], libs=libs, n_gpu_layers=layers, verbose=True)
     try:
         spec = runtime.SpeculativeDecoding(
             strategies=kinds, draft_model=draft, draft_token_max=int(part["draft_token_max"])
         )
-        load_mtp = "draft-mtp" in kinds
-        path = part["path"]
-        with runtime.Model(
-            path, load_mtp=load_mtp, libs=libs, n_gpu_layers=layers, verbose=True
-        ) as m:
-            with runtime.Context(m, n_ctx=int(plan["n_ctx"]), speculative=spec) as ctx:
-                result = ctx.generate(part["prompt"], max_tokens=int(part["max_tokens"]))
+        result = _generate(
+            runtime, libs, part["path"], part["prompt"], plan, spec, int(part["max_tokens"])
+        )
     finally:
         if draft is not None:
             draft.close()
-    return {
-        "name": run["name"] if run else "plain",
-        "tokens": list(result.tokens),
-        "metrics": result.metrics.as_dict(),
-    }
+    return {"name": run["name"] if run else "plain", **result}
 
 
 def _strategies(runtime: Any, libs: Any, plan: dict[str, Any]) -> dict[str, Any]:
@@ -138,12 +143,12 @@ def main(argv: list[str]) -> int:
         for entry in plan["models"]:
             result: dict[str, Any] = {"name": entry["name"]}
             prompt = entry["prompt"]
-            result["plain"] = _generate(runtime, libs, entry["path"], prompt, plan, False)
+            result["plain"] = _mtp_run(runtime, libs, entry["path"], prompt, plan, False)
             if entry.get("expect_unsupported"):
                 result["mtp_error"] = _unsupported(runtime, libs, entry["path"], plan)
             else:
                 try:
-                    result["mtp"] = _generate(runtime, libs, entry["path"], prompt, plan, True)
+                    result["mtp"] = _mtp_run(runtime, libs, entry["path"], prompt, plan, True)
                 except runtime.LlamaUnsupportedError as exc:
                     result["mtp_unexpected_error"] = exc.reason
             models.append(result)
