@@ -72,7 +72,7 @@ class Runner:
         return check(run_measured(cmd, env), f"llama-speculative-simple (n_max {draft_max})")
 
 
-def _json_line(run: ProcessRun) -> dict[str, Any]:
+def json_line(run: ProcessRun) -> dict[str, Any]:
     result: dict[str, Any] = json.loads(run.stdout.strip().splitlines()[-1])
     return result
 
@@ -125,7 +125,7 @@ def run_loop(runner: Runner, driver: Path, model: Path, n: int, repeats: int) ->
         c = runner.c_driver(driver, model, n)
         py = runner.python(model, n)
         nocb = runner.python(model, n, no_abort_callback=True)
-        cj, pj, nj = _json_line(c), _json_line(py), _json_line(nocb)
+        cj, pj, nj = json_line(c), json_line(py), json_line(nocb)
         identical = identical and cj["tokens"] == pj["tokens"] == nj["tokens"]
         tps["c_driver"].add(cj["tokens_per_second"])
         tps["python_runtime"].add(pj["tokens_per_second"])
@@ -234,7 +234,7 @@ def run_mtp(
                     # as many tokens as upstream decoded with the same draft max (it stops only
                     # after a whole draft, past n): both runs then do the same work
                     r = runner.python(model, upstream_count.get(k, n), k, warmup=True)
-                    fig = _json_line(r)
+                    fig = json_line(r)
                     if k == 0:
                         plain_tokens = fig["tokens"]
                     else:

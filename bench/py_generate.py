@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 
 def main(argv: list[str]) -> int:
@@ -33,8 +34,14 @@ def main(argv: list[str]) -> int:
         if warmup:
             ctx.generate(prompt, max_tokens=2)
         result = ctx.generate(prompt, max_tokens=int(n_predict))
+    print(json.dumps(result_record(result)))
+    return 0
+
+
+def result_record(result: Any) -> dict[str, Any]:
+    """What the bench reads from one ``GenerationResult``: its metrics and tokens."""
     m = result.metrics
-    out = {
+    return {
         "generated_tokens": m.generated_tokens,
         "generation_seconds": m.generation_seconds,
         "tokens_per_second": m.tokens_per_second,
@@ -44,8 +51,6 @@ def main(argv: list[str]) -> int:
         "steps": m.steps,
         "tokens": list(result.tokens),
     }
-    print(json.dumps(out))
-    return 0
 
 
 if __name__ == "__main__":

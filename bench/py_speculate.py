@@ -15,6 +15,8 @@ import sys
 from contextlib import ExitStack
 from typing import Any
 
+from bench.py_generate import result_record
+
 
 def main(argv: list[str]) -> int:
     from llama_bindings.runtime import Context, Model, SpeculativeDecoding, Strategy
@@ -49,19 +51,8 @@ def main(argv: list[str]) -> int:
                 warm.generate(spec["prompt"], max_tokens=2)
         ctx = stack.enter_context(context())
         result = ctx.generate(spec["prompt"], max_tokens=spec["n"])
-    m = result.metrics
-    out = {
-        "generated_tokens": m.generated_tokens,
-        "generation_seconds": m.generation_seconds,
-        "tokens_per_second": m.tokens_per_second,
-        "prompt_tokens": m.prompt_tokens,
-        "drafted_tokens": m.drafted_tokens,
-        "accepted_tokens": m.accepted_tokens,
-        "steps": m.steps,
-        "strategies": [s.as_dict() for s in m.strategies],
-        "tokens": list(result.tokens),
-    }
-    print(json.dumps(out))
+    per_strategy = [s.as_dict() for s in result.metrics.strategies]
+    print(json.dumps({**result_record(result), "strategies": per_strategy}))
     return 0
 
 

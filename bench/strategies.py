@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.loops import Runner, parse_upstream
+from bench.loops import Runner, json_line, parse_upstream
 from bench.stats import ProcessRun, Series, log, ratio_series, run_measured
 
 PROMPTS: dict[str, list[int]] = {
@@ -161,13 +161,8 @@ def run_ours(
     r = run_measured(cmd, env)
     if r.returncode != 0:
         raise RuntimeError(f"runtime ({'+'.join(kinds) or PLAIN}) failed:\n{r.stderr[-2000:]}")
-    fig: dict[str, Any] = json.loads(r.stdout.strip().splitlines()[-1])
-    per = {s["kind"]: s for s in fig.pop("strategies")}
-    if not per and kinds == ("draft-mtp",):
-        # draft-mtp alone runs the wrapper's first-release path, which has only the totals
-        per = {"draft-mtp": {"drafted_tokens": fig["drafted_tokens"],
-                             "accepted_tokens": fig["accepted_tokens"]}}  # fmt: skip
-    fig["per_strategy"] = per
+    fig = json_line(r)
+    fig["per_strategy"] = {s["kind"]: s for s in fig.pop("strategies")}
     return r, fig
 
 
@@ -428,7 +423,7 @@ def method(setup: Setup, repeats: int) -> str:
         "same configuration (upstream stops one step past N); every run's greedy output is "
         "checked against ours plain (which runs N + D + 1 tokens): for upstream in its printed "
         "text. Acceptance = accepted / drafted over runs that drafted; per strategy from "
-        "GenerationMetrics.strategies (draft-mtp alone: the totals) and upstream's statistics "
+        "GenerationMetrics.strategies and upstream's statistics "
         "lines. A configuration upstream cannot run is not-run with its reason, never a number. "
         "Targets (measured, not asserted): repetitive prompt, our best configuration >= "
         f"{BEST_TARGET}x upstream's draft-mtp alone; ours >= {EACH_TARGET}x upstream for each "
