@@ -7,8 +7,10 @@ pre-parsed by cffi's out-of-line module ``_ffi_abi.py``), in API mode (the compi
 ``llama-bindgen build`` puts beside the libraries) and, for comparison, with the pre-parsed module
 blocked, so that ``_ffi.py`` falls back to parsing ``cdef.h`` in-line (what every import did
 before). ``load()`` runs its checks (build record sha256s, ABI identity, exported symbols) as a
-user's does. Bytecode is written to a fresh cache folder and one warm-up run per case fills it,
-so that every timed process imports from bytecode, as an installed package does.
+user's does: the sha256s at the first load of a file version (the warm-up), sealed by the files'
+identities (``verified_files``) for later loads; ``ours_abi_hashing`` turns the seals off, so
+that every load hashes. Bytecode is written to a fresh cache folder and one warm-up run per case
+fills it, so that every timed process imports from bytecode, as an installed package does.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from bench.stats import Series, log, ratio_series
 CALL = "llama_max_devices"
 PEER = "llama_cpp_python"
 START = "python_start"
+SEALS_ENV = "LLAMA_BINDGEN_VERIFIED_CACHE"  # verified_files' seal file; "off" hashes every load
 # What each process runs; its last stdout line is a dict literal (``repr``: importing json in the
 # measured process would add the harness's own cost to both sides).
 _OURS = """
@@ -40,7 +43,8 @@ t2 = time.perf_counter()
 n = int(libs.llama.{call}())
 t3 = time.perf_counter()
 print(repr({"import_s": t1 - t0, "load_s": t2 - t1, "call_s": t3 - t2, "result": n,
-                  "mode": libs.mode, "ffi": llama_bindings._ffi.FFI_SOURCE.split(":")[0]}))
+                  "mode": libs.mode, "ffi": llama_bindings._ffi.FFI_SOURCE.split(":")[0],
+                  "hashed": "hashlib" in sys.modules}))
 """
 _BLOCK = (
     'import warnings; warnings.simplefilter("ignore", RuntimeWarning)\n'
@@ -59,7 +63,10 @@ _START = """print("{'result': None}")"""
 METHOD = (
     f"whole process, spawn to exit: `python -c` running `import llama_bindings; "
     f"load(lib_dir, mode=...); llama.{CALL}()` (ours, load() with its checks: build record "
-    f"sha256s, ABI identity, exported symbols) or `import llama_cpp; llama_cpp.{CALL}()` "
+    f"sha256s, ABI identity, exported symbols; the sha256s are taken at the first load of each "
+    f"file version and sealed by the files' identities, so later loads, as here after the "
+    f"warm-up, stat the files instead; ours_abi_hashing: the seals off, every load hashes) "
+    f"or `import llama_cpp; llama_cpp.{CALL}()` "
     f"(llama-cpp-python 0.3.36: its llama_cpp/ package extracted from the sdist, nothing "
     f"compiled, LLAMA_CPP_LIB_PATH at the same lib folder). ours_abi: cffi ABI mode with the "
     f"declarations pre-parsed (_ffi_abi.py); ours_api: the compiled API-mode module; "
@@ -71,13 +78,19 @@ METHOD = (
 )
 
 
-def _cases(repo: Path, lib_dir: Path, api_mode: bool) -> dict[str, tuple[list[str], str]]:
-    """case -> (argv after ``python -c``, PYTHONPATH)."""
-    generated = str(repo / "generated")
+def _cases(
+    repo: Path, lib_dir: Path, api_mode: bool, seals: Path
+) -> dict[str, tuple[list[str], dict[str, str]]]:
+    """case -> (argv after ``python -c``, environment variables it adds)."""
     ours = _OURS.replace("{call}", CALL)
+    generated = {"PYTHONPATH": str(repo / "generated"), SEALS_ENV: str(seals)}
     cases = {
-        START: ([_START], ""),
+        START: ([_START], {}),
         "ours_abi": ([ours.replace("{before}", ""), str(lib_dir), "abi"], generated),
+        "ours_abi_hashing": (
+            [ours.replace("{before}", ""), str(lib_dir), "abi"],
+            {**generated, SEALS_ENV: "off"},
+        ),
         "ours_inline_cdef": ([ours.replace("{before}", _BLOCK), str(lib_dir), "abi"], generated),
     }
     if api_mode:
@@ -121,10 +134,8 @@ def _environment(work: Path, extra: dict[str, str]) -> dict[str, str]:
 def run(repo: Path, lib_dir: Path, cache: Path, repeats: int, api_mode: bool) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-import-") as tmp:
         work = Path(tmp)
-        runs = {
-            case: (argv, _environment(work, {"PYTHONPATH": path} if path else {}))
-            for case, (argv, path) in _cases(repo, lib_dir, api_mode).items()
-        }
+        cases = _cases(repo, lib_dir, api_mode, work / "verified-libraries.txt")
+        runs = {case: (argv, _environment(work, extra)) for case, (argv, extra) in cases.items()}
         peer = _peer(cache, work, lib_dir)
         unavailable = peer if isinstance(peer, str) else None
         if not isinstance(peer, str):

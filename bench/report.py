@@ -239,6 +239,7 @@ def _strategies_lines(st: dict[str, Any]) -> list[str]:
 IMPORT_CASES = {
     "python_start": "interpreter start only (`python -c` printing one line)",
     "ours_abi": "ours, ABI mode, declarations pre-parsed (`_ffi_abi.py`)",
+    "ours_abi_hashing": "ours, ABI mode, every load hashing the libraries (seals off)",
     "ours_api": "ours, compiled API-mode module",
     "ours_inline_cdef": "ours, ABI mode, cdef.h parsed at import (the fallback; before)",
     "llama_cpp_python": "llama-cpp-python 0.3.36 (ctypes)",

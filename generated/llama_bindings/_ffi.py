@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 
 # sha256 of the declarations; a compiled API-mode module must have been built from the same.
 CDEF_IDENTITY = "2b26de1fd3336f6fb3e59c3d840fd842dfb24ca493f0f6955d3adfc9f3588274"
+# sha256 of what the load-time guard compares (``_abi_expected.py``): a library set sealed as
+# matching these bindings (``verified_files``) is not compared again by the same bindings.
+GUARD_IDENTITY = "f271edcba7c137fe04ad4764ab1c4dad7063c98c9a9075418acd3f7bd816017b"
 ABI_MODULE = f"{__package__}._ffi_abi"
 ABI_GUARD_CDEF = """\
 const char *llama_bindgen_abi_commit(void);

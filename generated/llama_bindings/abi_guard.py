@@ -15,21 +15,21 @@ platform). Otherwise a typed error names what was expected and what was found. B
 them is opened, :func:`check_build_files` ties every library file to that build: each must be one
 that the build's ``build-info.json`` (in the library folder or its parent, as ``llama-bindgen
 build`` and the release archives lay it out) records, with the recorded sha256, so a libllama
-swapped in from another build is refused before it runs. Experts can skip the checks with
-``load(..., check_abi=False)`` or ``$LLAMA_BINDGEN_SKIP_ABI_CHECK=1``: a mismatched layout then
-corrupts memory.
+swapped in from another build is refused before it runs. Both checks are done once per version
+of the files: :mod:`verified_files` seals a set that passed by the files' identities (device,
+inode, size, modification and change times) and these bindings' ``GUARD_IDENTITY``, and a file
+that changes is hashed and compared again. Experts can skip the checks with ``load(...,
+check_abi=False)`` or ``$LLAMA_BINDGEN_SKIP_ABI_CHECK=1``: a mismatched layout then corrupts memory.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import sys
 from pathlib import Path
 
-from . import _abi_expected
-from ._ffi import SYMBOL_ERRORS, ffi
+from . import verified_files
+from ._ffi import GUARD_IDENTITY, SYMBOL_ERRORS, ffi
 
 # ``typing`` costs milliseconds to import and only type checkers need it (mypy takes any
 # ``TYPE_CHECKING`` as true), so it is not imported at run time.
@@ -76,6 +76,8 @@ class ForeignLibraryError(BindingsAbiError):
 
 
 def _sha256(path: Path) -> str:
+    import hashlib  # only when a file is hashed: OpenSSL's module costs milliseconds to import
+
     with path.open("rb") as fh:
         return hashlib.file_digest(fh, "sha256").hexdigest()  # one reused buffer: twice as fast
 
@@ -87,11 +89,12 @@ def find_build_info(folder: Path) -> Path | None:
     return None
 
 
-def check_build_files(folder: Path, paths: list[Path]) -> None:
+def check_build_files(folder: Path, paths: list[Path]) -> str | None:
     """Raise :class:`ForeignLibraryError` unless every file in ``paths`` (links resolved) is a
-    library the build record beside ``folder`` lists, with its recorded sha256."""
+    library the build record beside ``folder`` lists, with its recorded sha256. Returns the
+    seal (:func:`verified_files.seal`) of the checked files, None when they cannot be sealed."""
     if os.environ.get(SKIP_ENV) == "1":
-        return
+        return None
     info_path = find_build_info(folder)
     if info_path is None:
         raise ForeignLibraryError(
@@ -101,6 +104,12 @@ def check_build_files(folder: Path, paths: list[Path]) -> None:
             f"load(check_abi=False) / {SKIP_ENV}=1",
             folder / BUILD_INFO,
         )
+    reals = [path.resolve() for path in paths]
+    sealed = verified_files.seal(info_path, reals)  # identities taken before anything is hashed
+    if verified_files.is_sealed(sealed):
+        return sealed
+    import json  # only when the record is read: a sealed load needs no JSON
+
     try:
         info = json.loads(info_path.read_text(encoding="utf-8"))
         recorded = {
@@ -111,8 +120,7 @@ def check_build_files(folder: Path, paths: list[Path]) -> None:
         raise ForeignLibraryError(
             f"{info_path} cannot be read as a build record ({exc})", info_path
         ) from None
-    for path in paths:
-        real = path.resolve()
+    for path, real in zip(paths, reals, strict=True):
         expected = recorded.get(real)
         if expected is None:
             raise ForeignLibraryError(
@@ -128,9 +136,13 @@ def check_build_files(folder: Path, paths: list[Path]) -> None:
                 "single files",
                 path,
             )
+    verified_files.record(sealed)
+    return sealed
 
 
 def manifest() -> dict[str, Any]:
+    import json
+
     text = Path(__file__).with_name("abi_manifest.json").read_text(encoding="utf-8")
     data: dict[str, Any] = json.loads(text)
     return data
@@ -197,14 +209,32 @@ def check_libraries(
     folder: Path,
     find_library: Callable[[Path, str], Path | None],
     exporters: Mapping[str, Any],
+    sealed: str | None = None,
 ) -> None:
     """Raise :class:`AbiMismatchError` or :class:`MissingSymbolError` unless the libraries in
     ``folder`` are the ones these bindings describe. ``exporters`` maps a manifest library name
     (``llama``, ``ggml``, ``llama_mtp``) to the opened library (``llama_mtp`` may be missing).
     The identity library is read through the bindings' ``ffi``, which declares its functions
-    (``_ffi.ABI_GUARD_CDEF``), so the guard parses no C."""
+    (``_ffi.ABI_GUARD_CDEF``), so the guard parses no C. ``sealed``: the seal
+    :func:`check_build_files` returned for these files; the comparison is a function of their
+    contents and of these bindings (``GUARD_IDENTITY``), so a set that passed it once is not
+    compared again until a file or the bindings change."""
     if os.environ.get(SKIP_ENV) == "1":
         return
+    line = None if sealed is None else f"{sealed}\tguard {GUARD_IDENTITY}"
+    if verified_files.is_sealed(line):
+        return
+    _compare(folder, find_library, exporters)
+    verified_files.record(line)
+
+
+def _compare(
+    folder: Path,
+    find_library: Callable[[Path, str], Path | None],
+    exporters: Mapping[str, Any],
+) -> None:
+    from . import _abi_expected  # only when compared: a sealed load does not read the tables
+
     release = _abi_expected.TAG or _abi_expected.COMMIT
     abi_path = find_library(folder, ABI_STEM)
     if abi_path is None:

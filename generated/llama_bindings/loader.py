@@ -16,7 +16,6 @@ bindings' ``ffi``, whose declarations come pre-parsed (``_ffi.py``), so loading 
 from __future__ import annotations
 
 import importlib.machinery
-import importlib.util
 import os
 import sys
 import warnings
@@ -161,11 +160,11 @@ def find_api_module(lib_dir: Path) -> Path | None:
 
 
 def _import_api_module(path: Path) -> Any:
-    spec = importlib.util.spec_from_file_location(API_MODULE, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    # importlib.machinery's loader directly: importlib.util costs milliseconds to import
+    loader = importlib.machinery.ExtensionFileLoader(API_MODULE, str(path))
+    spec = importlib.machinery.ModuleSpec(API_MODULE, loader, origin=str(path))
+    module = loader.create_module(spec)
+    loader.exec_module(module)
     identity = getattr(module.lib, API_IDENTITY_FUNCTION, None)
     found = module.ffi.string(identity()).decode() if identity is not None else "none"
     if found != CDEF_IDENTITY:
@@ -211,6 +210,8 @@ def load(
     ``ForeignLibraryError``), then :func:`abi_guard.check_libraries` verifies that they were
     built from the llama.cpp commit and struct layouts these bindings describe, and export every
     declared function; it raises ``AbiMismatchError`` or ``MissingSymbolError`` otherwise.
+    Both are done once per version of the files: a set that passed is sealed by the files'
+    identities (:mod:`verified_files`; ``$LLAMA_BINDGEN_VERIFIED_CACHE=off`` checks every time).
     ``mode`` (default ``$LLAMA_BINDGEN_CFFI_MODE``, else ``auto``) picks API or ABI mode (see the
     module docstring); use the returned ``ffi`` with the returned libraries.
     """
@@ -237,7 +238,7 @@ def load(
         optional = [find_library(folder, ABI_STEM), mtp_path]
         if chosen != "abi":
             optional.append(find_api_module(folder))
-        check_build_files(
+        sealed = check_build_files(
             folder, [*ggml_paths, llama_path, *(p for p in optional if p is not None)]
         )
     ggml_libraries = [_open(path) for path in ggml_paths]
@@ -248,7 +249,7 @@ def load(
         exporters: dict[str, Any] = {"llama": llama, "ggml": ggml}
         if mtp is not None:
             exporters["llama_mtp"] = mtp
-        check_libraries(folder, find_library, exporters)
+        check_libraries(folder, find_library, exporters, sealed)
     api = _api_module(folder, chosen)
     if api is not None:
         return Libraries(

@@ -6,6 +6,7 @@ swapped in only when every file rendered, so a failure leaves the old output as 
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import tempfile
@@ -107,10 +108,17 @@ def _abi_context(api: Interface, bound: set[str]) -> dict[str, Any]:
     for function in manifest["functions"]:
         if function["bound"]:
             functions.setdefault(function["library"], []).append(function["name"])
+    guard = _guard_layouts(api)
+    compared = {
+        "commit": api.source.commit,
+        "layouts": {t: guard["guard_tables"][i] for t, i in guard["guard_table_of"].items()},
+        "functions": functions,
+    }
     return {
         "manifest_json": _json_text(manifest),
-        **_guard_layouts(api),
+        **guard,
         "guard_functions": dict(sorted(functions.items())),
+        "guard_identity": hashlib.sha256(_json_text(compared).encode()).hexdigest(),
         "abi_guard_cdef": ABI_GUARD_CDEF,
         "abi_module": ABI_MODULE_FILE.removesuffix(".py"),
     }
@@ -198,7 +206,7 @@ def build_context(api: Interface) -> tuple[dict[str, Any], Cdef]:
 
 
 # Hand-written modules (generator/shipped/) copied into the package below the generated header.
-SHIPPED = ("runtime.py",)
+SHIPPED = ("runtime.py", "verified_files.py")
 
 
 def render_files(api: Interface) -> tuple[dict[str, str], Cdef]:

@@ -35,7 +35,7 @@ except lb.BindingsAbiError as exc:
     print(json.dumps({"error": type(exc).__name__, "message": str(exc)}))
     raise SystemExit(0)
 params = libs.llama.llama_context_default_params()
-print(json.dumps({"error": None, "n_ctx": int(params.n_ctx)}))
+print(json.dumps({"error": None, "n_ctx": int(params.n_ctx), "hashed": "hashlib" in sys.modules}))
 """
 
 
@@ -71,9 +71,41 @@ def build_old(native_build: BuildFactory, tree_63d93d1: Path) -> BuildResult:
     return native_build(tree_63d93d1, "linux-x86_64")
 
 
-def test_matching_bindings_load_and_call(build_new: BuildResult) -> None:
+@pytest.fixture(autouse=True)
+def own_seals(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test's loads seal into a file of its own (verified_files), empty at the start."""
+    seals = tmp_path / "seals" / "verified-libraries.txt"
+    monkeypatch.setenv("LLAMA_BINDGEN_VERIFIED_CACHE", str(seals))
+    return seals
+
+
+def test_matching_bindings_load_and_call(build_new: BuildResult, own_seals: Path) -> None:
     result = load_in_subprocess(REPO_ROOT / "generated", build_new.lib_dir)
-    assert result == {"error": None, "n_ctx": 512}
+    assert result == {"error": None, "n_ctx": 512, "hashed": True}
+    assert own_seals.is_file()
+    # the same files again: sealed, so neither hashed nor compared, and the result the same
+    again = load_in_subprocess(REPO_ROOT / "generated", build_new.lib_dir)
+    assert again == {"error": None, "n_ctx": 512, "hashed": False}
+
+
+def test_seals_off_hash_every_load(
+    build_new: BuildResult, own_seals: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LLAMA_BINDGEN_VERIFIED_CACHE", "off")
+    for _ in range(2):
+        result = load_in_subprocess(REPO_ROOT / "generated", build_new.lib_dir)
+        assert result == {"error": None, "n_ctx": 512, "hashed": True}
+    assert not own_seals.exists()
+
+
+def test_sealed_libraries_still_refuse_other_bindings(
+    build_new: BuildResult, tree_63d93d1: Path, tmp_path: Path
+) -> None:
+    """A seal covers these files with these bindings: other bindings compare them again."""
+    assert load_in_subprocess(REPO_ROOT / "generated", build_new.lib_dir)["error"] is None
+    old = bindings(tree_63d93d1, tmp_path / "old", None)
+    result = load_in_subprocess(old, build_new.lib_dir)
+    assert result["error"] == "AbiMismatchError"
 
 
 def test_new_bindings_refuse_old_libraries(build_old: BuildResult) -> None:
@@ -154,13 +186,18 @@ def _copy_build(build: BuildResult, dest: Path) -> Path:
     return dest / "lib"
 
 
+@pytest.mark.parametrize("sealed_first", [False, True], ids=["fresh", "sealed-first"])
 @pytest.mark.parametrize("how", ["file-overwritten", "link-replaced"])
 def test_a_libllama_from_another_build_is_refused_before_loading(
-    build_new: BuildResult, build_old: BuildResult, tmp_path: Path, how: str
+    build_new: BuildResult, build_old: BuildResult, tmp_path: Path, how: str, sealed_first: bool
 ) -> None:
     """Users swap libllama for one from another build (to get a GPU build, say): the ABI probe
-    beside it still describes the first build, so only the build record can catch it."""
+    beside it still describes the first build, so only the build record can catch it; also
+    after the folder loaded once and was sealed (verified_files), the swap changes the file's
+    identity."""
     lib_dir = _copy_build(build_new, tmp_path / "linux-x86_64")
+    if sealed_first:
+        assert load_in_subprocess(REPO_ROOT / "generated", lib_dir)["error"] is None
     old = (build_old.lib_dir / "libllama.so").resolve()
     if how == "file-overwritten":  # cp old libllama.so lib/libllama.so: through the link
         shutil.copyfile(old, (lib_dir / "libllama.so").resolve())
