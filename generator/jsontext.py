@@ -9,6 +9,7 @@ encoder, which was a tenth of ``generate``'s run time.
 from __future__ import annotations
 
 import json
+from json.encoder import encode_basestring_ascii  # the C function JSONEncoder uses for strings
 from typing import Any
 
 _COMPACT = json.JSONEncoder(sort_keys=True, separators=(", ", ": "))
@@ -20,12 +21,14 @@ def dumps(data: Any, depth: int) -> str:
 
 
 def _text(value: Any, depth: int, pad: str) -> str:
+    if isinstance(value, str):  # most leaves: straight to C, as the encoder itself would
+        return str(encode_basestring_ascii(value))
     if depth <= 0 or not isinstance(value, (dict, list)) or not value:
         return _COMPACT.encode(value)
     inner = pad + "  "
     if isinstance(value, dict):
         items = [
-            f"{inner}{_COMPACT.encode(str(key))}: {_text(value[key], depth - 1, inner)}"
+            f"{inner}{encode_basestring_ascii(str(key))}: {_text(value[key], depth - 1, inner)}"
             for key in sorted(value)
         ]
         return "{\n" + ",\n".join(items) + f"\n{pad}}}"

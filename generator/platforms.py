@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import glob
-import importlib.util
 import os
-import platform as host_platform
 import shutil
 import sys
 from collections.abc import Mapping
@@ -126,7 +124,7 @@ class Toolchain:
                 missing.append("the Android NDK (set ANDROID_NDK_HOME)")
             return missing
         if self.zig_target:
-            if importlib.util.find_spec("ziglang") is None:
+            if _find_spec("ziglang") is None:
                 return ["zig (the PyPI package ziglang in the Python running llama-bindgen)"]
             return zig_toolchain(self).missing_commands()
         return self.missing_commands()
@@ -274,6 +272,13 @@ class Platform:
             return str(exc)
         missing = toolchain.missing_tools()
         return f"missing tools: {', '.join(missing)}" if missing else ""
+
+
+def _find_spec(name: str) -> object | None:
+    """``importlib.util.find_spec``, imported when asked (milliseconds at every start)."""
+    import importlib.util
+
+    return importlib.util.find_spec(name)
 
 
 def _first_found(launchers: tuple[str, ...]) -> str | None:
@@ -573,6 +578,8 @@ def get_platform(name: str) -> Platform:
 
 def host_platform_name() -> str:
     """The registry name of this machine's platform."""
+    import platform as host_platform  # milliseconds to import; only the build asks
+
     machine = host_platform.machine().lower()
     arch = {"amd64": "x86_64", "x86_64": "x86_64", "aarch64": "arm64", "arm64": "arm64"}.get(
         machine, machine
@@ -607,7 +614,7 @@ def zig_toolchain(toolchain: Toolchain) -> Toolchain:
     from generator.paths import default_cache_dir
     from generator.templating import environment
 
-    if importlib.util.find_spec("ziglang") is None:
+    if _find_spec("ziglang") is None:
         return toolchain
     template = environment().get_template("native/zig-wrapper.sh.j2")
     folder = default_cache_dir() / "zig" / toolchain.zig_target

@@ -6,7 +6,9 @@ Everything else in ``generator.parse`` talks to libclang through the names re-ex
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Iterator, Sequence
+from ctypes import byref, c_void_p, cast
 from dataclasses import dataclass
 
 from clang.cindex import (  # re-exported for generator.parse
@@ -14,6 +16,7 @@ from clang.cindex import (  # re-exported for generator.parse
     Cursor,
     CursorKind,
     Diagnostic,
+    File,
     Index,
     SourceLocation,
     StorageClass,
@@ -21,6 +24,7 @@ from clang.cindex import (  # re-exported for generator.parse
     TranslationUnitLoadError,
     Type,
     TypeKind,
+    c_object_p,
     conf,
 )
 
@@ -115,14 +119,33 @@ def diagnostics(tu: TranslationUnit) -> list[ClangDiagnostic]:
     return found
 
 
+def type_key(ctype: Type) -> bytes:
+    """A key equal for equal types of one translation unit, without a string from libclang: a
+    ``CXType`` is its kind and clang's ``QualType`` pointer (with the unit's), and one type is
+    one pointer."""
+    return bytes(ctype)
+
+
+# Per translation unit: libclang's file handle (a pointer into that unit) -> the file's name.
+_FILE_NAMES: weakref.WeakKeyDictionary[TranslationUnit, dict[int, str]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def location_file(cursor: Cursor) -> str | None:
     """The name of the file a cursor is declared in, as clang spells it, or ``None`` for
     built-ins. A plain string: the parser asks for every cursor, and ``Path`` objects cost more
-    than the libclang call."""
-    file = cursor.location.file
-    if file is None:
+    than the libclang call. Only the file handle is asked for (not line and column), and each
+    file's name is read from libclang once per translation unit."""
+    handle = c_object_p()
+    conf.lib.clang_getInstantiationLocation(cursor.location, byref(handle), None, None, None)
+    address = cast(handle, c_void_p).value
+    if not address:
         return None
-    name: str = file.name
+    names = _FILE_NAMES.setdefault(cursor.translation_unit, {})
+    name = names.get(address)
+    if name is None:
+        name = names[address] = str(conf.lib.clang_getFileName(File(handle)))
     return name
 
 

@@ -24,6 +24,7 @@ from generator.parse.clang_api import (
     is_anonymous_record,
     is_macro_function_like,
     location_file,
+    type_key,
     walk,
 )
 from generator.parse.options import ParseOptions
@@ -117,16 +118,15 @@ class _Collector:
         self.options = options
         self.result = Declarations()
         self._declared_records: dict[str, tuple[RecordKind, str]] = {}
-        self._converted: dict[str, CType] = {}
+        self._converted: dict[bytes, CType] = {}
 
     def convert(self, ctype: Type) -> CType:
-        """``convert`` once per type spelling: a C type's spelling names it within one
-        translation unit (unnamed records and enums are spelled with their location), and the
-        ~3,300 parameters of llama.h and ggml use a few hundred types."""
-        spelling: str = ctype.spelling
-        found = self._converted.get(spelling)
+        """``convert`` once per type (``type_key``: no string from libclang): the ~3,300
+        parameters of llama.h and ggml use a few hundred types."""
+        key = type_key(ctype)
+        found = self._converted.get(key)
         if found is None:
-            found = self._converted[spelling] = convert(ctype)
+            found = self._converted[key] = convert(ctype)
         return found
 
     def header_of(self, cursor: Cursor) -> tuple[str, str] | None:

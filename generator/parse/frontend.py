@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import os
 import sys
-from concurrent.futures import Future, ThreadPoolExecutor
+import threading
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from generator.errors import BindgenError, UsageError
 from generator.ir.constant import Constant
@@ -23,6 +25,11 @@ from generator.paths import wrapper_dir
 from generator.platforms import DEFAULT_TARGETS, HOST_TARGET
 from generator.sources.tree import WRAPPER_HEADER, Tree, mtp_api_missing_reason
 from generator.sources.tree_metadata import TREE_METADATA, load_tree_metadata
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
+
+_T = TypeVar("_T")
 
 __all__ = [
     "DEFAULT_TARGETS",
@@ -47,6 +54,30 @@ class ClangParseError(BindgenError):
         self.errors = errors
 
 
+class _Background(Generic[_T]):
+    """``function(*args)`` in a thread of its own; ``result()`` waits and returns or raises.
+    (``concurrent.futures`` would do, but it imports ``logging``: milliseconds at each start
+    of a one-target ``generate``, which needs no pool.)"""
+
+    def __init__(self, function: Callable[..., _T], *args: object) -> None:
+        self._value: list[_T] = []  # a box: the function may return None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(function, args), daemon=True)
+        self._thread.start()
+
+    def _run(self, function: Callable[..., _T], args: tuple[object, ...]) -> None:
+        try:
+            self._value.append(function(*args))
+        except BaseException as exc:  # handed to the thread that asks for the result
+            self._error = exc
+
+    def result(self) -> _T:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value[0]
+
+
 def _parse_target(options: ParseOptions, target: str) -> TranslationUnit:
     # only the host parse reads macros (the detailed record); the others give layouts
     detailed = target == HOST_TARGET
@@ -67,6 +98,11 @@ def parse_interface(options: ParseOptions, source: Source, progress: bool = Fals
     # The other targets' parses run in libclang (which releases the GIL) while this thread walks
     # the host's declarations in Python; their layouts are read here afterwards, in order.
     others = [t for t in targets if t != HOST_TARGET]
+    if not others:
+        return _interface(options, source, targets, {}, progress)
+    # only with other targets: concurrent.futures imports logging, milliseconds at each start
+    from concurrent.futures import ThreadPoolExecutor
+
     with ThreadPoolExecutor(max_workers=max(1, (os.cpu_count() or 2) - 1)) as pool:
         pending = {t: pool.submit(_parse_target, options, t) for t in others}
         return _interface(options, source, targets, pending, progress)
@@ -90,6 +126,9 @@ def _interface(
     record_layouts: dict[str, dict[str, RecordLayout]] = {name: {} for name in found.records}
     enum_sizes: dict[str, dict[str, int]] = {name: {} for name in found.enums}
     enum_names = set(found.enums)
+    # the probe's parse (libclang, without the GIL) runs while this thread reads the layouts
+    deprecated = sorted(n for n, f in found.functions.items() if f.deprecated is not None)
+    probing = _Background(probes.run, options, HOST_TARGET, sorted(found.macros), deprecated)
     host_layouts = declarations.collect_layouts(host_tu, found.records, enum_names)
     for target in targets:
         if progress:
@@ -106,8 +145,7 @@ def _interface(
         for name, size in layouts.enum_sizes.items():
             enum_sizes[name][target] = size
 
-    deprecated = sorted(n for n, f in found.functions.items() if f.deprecated is not None)
-    probe = probes.run(options, HOST_TARGET, sorted(found.macros), deprecated)
+    probe = probing.result()
 
     functions = tuple(
         replace(f, deprecated=probe.deprecation_messages.get(f.name, f.deprecated))

@@ -12,11 +12,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from generator.parse.clang_api import CursorKind, diagnostics, parse, walk
+from generator.parse.clang_api import CursorKind, cursor_at, diagnostics, parse
 from generator.parse.options import ParseOptions
 
 PROBE_NAME = "llama_bindgen_probe.c"
 _CONST_PREFIX = "__llama_bindgen_const_"
+_CONST_OPEN = "enum { "
+_CONST_COLUMN = len(_CONST_OPEN) + 1  # where each enumerator's name starts (1-based)
 _DEPRECATED = re.compile(r"^'(?P<name>[A-Za-z_0-9]+)' is deprecated(?:: (?P<message>.*))?$")
 
 
@@ -34,7 +36,7 @@ def run(
     lines = entry.rstrip("\n").splitlines()
     macro_lines: dict[int, str] = {}
     for i, name in enumerate(macros):
-        lines.append(f"enum {{ {_CONST_PREFIX}{i} = ({name}) }};")
+        lines.append(f"{_CONST_OPEN}{_CONST_PREFIX}{i} = ({name}) }};")
         macro_lines[len(lines)] = name
     for i, name in enumerate(deprecated):
         lines.append(f"static void *__llama_bindgen_use_{i} = (void *)&{name};")
@@ -52,13 +54,14 @@ def run(
         match = _DEPRECATED.match(diag.message)
         if match:
             result.deprecation_messages[match["name"]] = match["message"] or ""
-    for cursor in walk(tu.cursor):
-        if cursor.kind != CursorKind.ENUM_DECL:
+    # each enumerator read where it was written: walking the unit would visit every
+    # declaration of the headers to find these few
+    for line, name in macro_lines.items():
+        if name in failed:
             continue
-        for constant in walk(cursor):
-            if constant.spelling.startswith(_CONST_PREFIX):
-                name = macros[int(constant.spelling.removeprefix(_CONST_PREFIX))]
-                if name not in failed:
-                    result.constants[name] = int(constant.enum_value)
+        constant = cursor_at(tu, PROBE_NAME, line, _CONST_COLUMN)
+        if constant is None or constant.kind != CursorKind.ENUM_CONSTANT_DECL:
+            raise RuntimeError(f"no probe enumerator for {name} at {PROBE_NAME}:{line}")
+        result.constants[name] = int(constant.enum_value)
     result.not_constant = failed
     return result
