@@ -14,6 +14,10 @@ nox.options.sessions = ["lint", "tests"]
 TEST_TREES = ("b11312", "63d93d1")
 # The bench draws its chart with matplotlib; the project itself does not depend on it.
 BENCH_CHART_DEP = "matplotlib"
+# What llama-cpp-python 0.3.36's llama_cpp/ package imports beyond this project's own dependencies
+# (numpy, jinja2): the bench runs it from its sdist to compare against, so they go in the bench's
+# session, never into the project's dependencies.
+BENCH_PEER_DEPS = ("diskcache>=5.6.1", "typing_extensions>=4.5.0")
 LINTED = ("generator", "tests", "bench", "noxfile.py")
 # Build tools the native stages need, from PyPI into the session when the system has none.
 BUILD_TOOLS = ("cmake", "ninja")
@@ -133,7 +137,7 @@ def bench(session: nox.Session) -> None:
     """Benchmarks vs the alternatives; writes bench/results/<name>.json, .md and .png:
     ``nox -s bench -- [--name N] [--repeats R] [--sections ...] [--lib-dir DIR] [--quick]``."""
     _install(session)
-    session.install(BENCH_CHART_DEP)  # the chart only; not a dependency of the project
+    session.install(BENCH_CHART_DEP, *BENCH_PEER_DEPS)  # not dependencies of the project
     session.run("python", "-m", "bench", *session.posargs)
 
 
