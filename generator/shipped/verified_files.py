@@ -10,11 +10,12 @@ or moved in changes its identity, and is hashed (and refused if it does not matc
 index trusts the same fields to find changed files.
 
 The seals live in one small text file, ``verified-libraries-v1.txt``, in the per-user cache
-folder (``$LLAMA_BINDGEN_CACHE`` if set, else ``$XDG_CACHE_HOME/llama-bindgen`` or
-``~/.cache/llama-bindgen`` on Linux, ``~/Library/Caches/llama-bindgen`` on macOS,
-``%LOCALAPPDATA%\\llama-bindgen\\Cache`` on Windows). ``$LLAMA_BINDGEN_VERIFIED_CACHE`` names
-another file, or ``off`` hashes at every load. The cache is an optimisation only: a file that
-cannot be read or written is ignored, and every load then hashes as before.
+folder (``$LLAMA_BINDGEN_CACHE`` if set, else ``$XDG_CACHE_HOME/llama-bindgen`` where that is
+set, else ``~/.cache/llama-bindgen`` on Linux, ``~/Library/Caches/llama-bindgen`` on macOS,
+``%LOCALAPPDATA%\\llama-bindgen\\llama-bindgen\\Cache`` on Windows: the folders the tool's own
+cache uses). ``$LLAMA_BINDGEN_VERIFIED_CACHE`` names another file, or ``off`` hashes at every
+load. The cache is an optimisation only: a file that cannot be read or written is ignored, and
+every load then hashes as before.
 """
 
 from __future__ import annotations
@@ -45,11 +46,12 @@ def cache_file() -> str | None:
     if not folder:
         if sys.platform == "win32":
             local = os.environ.get("LOCALAPPDATA") or os.path.expanduser("~\\AppData\\Local")
-            folder = os.path.join(local, "llama-bindgen", "Cache")
-        elif sys.platform == "darwin":
-            folder = os.path.expanduser("~/Library/Caches/llama-bindgen")
-        else:
-            base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+            # platformdirs' layout with no app author (LOCALAPPDATA\author\app\Cache), as
+            # the tool's own cache: the author defaults to the app's name
+            folder = os.path.join(local, "llama-bindgen", "llama-bindgen", "Cache")
+        else:  # platformdirs honours $XDG_CACHE_HOME on macOS too
+            home_cache = "~/Library/Caches" if sys.platform == "darwin" else "~/.cache"
+            base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser(home_cache)
             folder = os.path.join(base, "llama-bindgen")
     return os.path.join(os.path.expanduser(folder), FILE_NAME)
 

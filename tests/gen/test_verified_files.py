@@ -119,3 +119,35 @@ def test_only_the_newest_seals_are_kept(seals: Path, tmp_path: Path) -> None:
     kept = seals.read_text(encoding="utf-8").splitlines()
     assert kept == lines[-verified_files.KEEP :]
     assert not verified_files.is_sealed(lines[0])
+
+
+@pytest.mark.parametrize("xdg", [True, False], ids=["xdg-set", "xdg-unset"])
+@pytest.mark.parametrize("platform", ["linux", "darwin", "win32"])
+def test_the_default_folder_is_the_tools_own_cache_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, platform: str, xdg: bool
+) -> None:
+    """Without ``$LLAMA_BINDGEN_CACHE`` the seals go where the tool's cache goes: platformdirs'
+    user cache folder for ``llama-bindgen`` (generator.paths), which the bindings cannot import,
+    so the folder is spelled out in verified_files and compared here, platform by platform."""
+    import platformdirs.macos
+    import platformdirs.unix
+    import platformdirs.windows
+
+    for name in (verified_files.FILE_ENV, verified_files.CACHE_ENV):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    if xdg:
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    else:
+        monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("LOCALAPPDATA", str(tmp_path / "local"))
+    # platformdirs asks Windows itself for the folder; off Windows, answer with the variable
+    monkeypatch.setattr(platformdirs.windows, "get_win_folder", lambda _: str(tmp_path / "local"))
+    dirs = {
+        "linux": platformdirs.unix.Unix,
+        "darwin": platformdirs.macos.MacOS,
+        "win32": platformdirs.windows.Windows,
+    }[platform]("llama-bindgen")
+    monkeypatch.setattr(verified_files.sys, "platform", platform)
+    found = verified_files.cache_file()
+    assert found == str(Path(dirs.user_cache_dir) / verified_files.FILE_NAME)
