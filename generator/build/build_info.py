@@ -17,11 +17,18 @@ from generator.paths import package_dir
 
 BUILD_INFO_NAME = "build-info.json"
 BUILD_INFO_FORMAT = 1
-WRAPPER_SOURCES: tuple[str, ...] = (
-    "native_wrapper/CMakeLists.txt",
-    "native_wrapper/llama_mtp.h",
-    "native_wrapper/llama_mtp.cpp",
-)
+# The wrapper's build inputs: its CMake project and probes, its C and C++ sources and headers.
+WRAPPER_SOURCE_SUFFIXES: tuple[str, ...] = (".txt", ".cmake", ".h", ".cpp")
+
+
+def wrapper_sources() -> list[str]:
+    """Every build input of the wrapper, as paths relative to the package, sorted."""
+    root = package_dir()
+    return sorted(
+        p.relative_to(root).as_posix()
+        for p in (root / "native_wrapper").iterdir()
+        if p.is_file() and p.suffix in WRAPPER_SOURCE_SUFFIXES
+    )
 
 
 def wrapper_sources_sha256() -> str:
@@ -34,7 +41,7 @@ def wrapper_sources_sha256() -> str:
         for p in [root / "platforms.py", *(root / "templates" / "native").iterdir()]
         if p.is_file()
     )
-    for rel in [*WRAPPER_SOURCES, *extra]:
+    for rel in [*wrapper_sources(), *extra]:
         h.update(rel.encode() + b"\0")
         h.update((root / rel).read_bytes())
         h.update(b"\0")
@@ -45,12 +52,26 @@ def wrapper_sources_sha256() -> str:
 class MtpSupport:
     supported: bool
     reason: str  # "" when supported
+    # The variant each of the wrapper's probes chose for this tree ("facet=variant ...", see
+    # native_wrapper/upstream_probes.cmake); "" when the probes did not run (no MTP API).
+    probes: str = ""
 
     def describe(self) -> str:
         return "supported" if self.supported else f"unsupported ({self.reason})"
 
     def to_json(self) -> dict[str, Any]:
-        return {"status": "supported" if self.supported else "unsupported", "reason": self.reason}
+        data = {"status": "supported" if self.supported else "unsupported", "reason": self.reason}
+        if self.probes:
+            data["probes"] = self.probes
+        return data
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> MtpSupport:
+        return MtpSupport(
+            data.get("status") == "supported",
+            str(data.get("reason", "")),
+            str(data.get("probes", "")),
+        )
 
 
 def write_build_info(path: Path, info: dict[str, Any]) -> None:

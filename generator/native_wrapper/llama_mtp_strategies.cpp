@@ -1,0 +1,204 @@
+// The strategy table and the checks of each strategy's parameters (see llama_mtp_strategies.h).
+
+#include "llama_mtp_strategies.h"
+
+#include "llama_mtp_upstream.h"
+
+#include <cstring>
+#include <fstream>
+#include <vector>
+
+#ifndef LLAMA_MTP_LLAMA_TAG
+#    define LLAMA_MTP_LLAMA_TAG "unknown tag"
+#endif
+
+namespace llama_mtp_impl {
+
+namespace {
+
+// In upstream's order of preference (common_speculative_init): draftless first. Whether the tree
+// has each type is llama_mtp_upstream's to say; these three are refused in every tree.
+#define LLAMA_MTP_NEEDS_CHECKED_MODEL(name, kind)                                                  \
+    name " needs " kind ", which upstream checks with GGML_ASSERT (a process abort); the "        \
+         "wrapper does not run it until it can check such a model itself"
+const strategy_info k_strategies[] = {
+    {LLAMA_MTP_STRATEGY_NGRAM_SIMPLE, "ngram-simple", false, true, ""},
+    {LLAMA_MTP_STRATEGY_NGRAM_MAP_K, "ngram-map-k", false, true, ""},
+    {LLAMA_MTP_STRATEGY_NGRAM_MAP_K4V, "ngram-map-k4v", false, true, ""},
+    {LLAMA_MTP_STRATEGY_NGRAM_MOD, "ngram-mod", false, true, ""},
+    {LLAMA_MTP_STRATEGY_NGRAM_CACHE, "ngram-cache", false, true, ""},
+    {LLAMA_MTP_STRATEGY_DRAFT_SIMPLE, "draft-simple", true, true, ""},
+    {LLAMA_MTP_STRATEGY_DRAFT_EAGLE3, "draft-eagle3", true, false,
+     LLAMA_MTP_NEEDS_CHECKED_MODEL("draft-eagle3", "an EAGLE-3 draft model")},
+    {LLAMA_MTP_STRATEGY_DRAFT_MTP, "draft-mtp", true, true, ""},
+    {LLAMA_MTP_STRATEGY_DRAFT_DFLASH, "draft-dflash", true, false,
+     LLAMA_MTP_NEEDS_CHECKED_MODEL("draft-dflash", "a DFlash draft model")},
+    {LLAMA_MTP_STRATEGY_DRAFT_DSPARK, "draft-dspark", true, false,
+     LLAMA_MTP_NEEDS_CHECKED_MODEL("draft-dspark", "a DSpark draft model")},
+};
+constexpr uint32_t k_n_strategies = sizeof(k_strategies) / sizeof(k_strategies[0]);
+
+}  // namespace
+
+const strategy_info * strategies_begin() {
+    return k_strategies;
+}
+
+const strategy_info * strategies_end() {
+    return k_strategies + k_n_strategies;
+}
+
+uint32_t n_strategy_types() {
+    return k_n_strategies;
+}
+
+const strategy_info * find_strategy(int32_t type) {
+    for (const auto & info : k_strategies) {
+        if (info.type == type) {
+            return &info;
+        }
+    }
+    return nullptr;
+}
+
+llama_mtp_status strategy_support(int32_t type, const std::string & where) {
+    const strategy_info * info = find_strategy(type);
+    if (info == nullptr) {
+        return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT,
+                    where + ": " + std::to_string(type) + " is not a llama_mtp_strategy_type");
+    }
+    if (!info->wrapper_runs) {
+        return fail(LLAMA_MTP_STATUS_UNSUPPORTED_STRATEGY, where + ": " + info->why_not);
+    }
+    if (llama_mtp_upstream::upstream_strategy_type(type) < 0) {
+        return fail(LLAMA_MTP_STATUS_UNSUPPORTED_STRATEGY,
+                    where + ": " + info->name + " is not in this llama.cpp release (" +
+                        LLAMA_MTP_LLAMA_TAG + ": common/common.h has no matching "
+                        "COMMON_SPECULATIVE_TYPE_* value)");
+    }
+    return LLAMA_MTP_STATUS_OK;
+}
+
+void strategy_defaults(int32_t type, llama_mtp_strategy & s) {
+    const llama_mtp_upstream::speculative_defaults up = llama_mtp_upstream::defaults();
+    const int map = type == LLAMA_MTP_STRATEGY_NGRAM_MAP_K     ? 1
+                    : type == LLAMA_MTP_STRATEGY_NGRAM_MAP_K4V ? 2
+                                                               : 0;
+    std::memset(&s, 0, sizeof(s));
+    s.struct_size = sizeof(s);
+    s.type = type;
+    s.size_n = up.map_size_n[map];
+    s.size_m = up.map_size_m[map];
+    s.min_hits = up.map_min_hits[map];
+    s.n_match = up.mod_n_match;
+    s.mod_n_min = up.mod_n_min;
+    s.mod_n_max = up.mod_n_max;
+    s.cache_static = nullptr;
+    s.cache_dynamic = nullptr;
+}
+
+llama_mtp_status check_range(int32_t value, int32_t lo, int32_t hi, const std::string & what) {
+    if (value < lo || value > hi) {
+        return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT,
+                    what + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                        "], got " + std::to_string(value));
+    }
+    return LLAMA_MTP_STATUS_OK;
+}
+
+// An n-gram cache file as llama.cpp writes it (common_ngram_cache_save): records of an n-gram of
+// LLAMA_NGRAM_MAX tokens, an int32 count n > 0, then n (token, int32 count > 0) pairs. Upstream's
+// loader aborts on anything else, so the file is read through here first.
+static llama_mtp_status check_ngram_cache_file(const std::string & path, const std::string & what) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+        return fail(LLAMA_MTP_STATUS_FILE_UNREADABLE, what + ": cannot open '" + path + "'");
+    }
+    const std::streamsize ngram_bytes = (std::streamsize) sizeof(llama_token) *
+                                         llama_mtp_upstream::ngram_cache_key_length();
+    std::vector<char> ngram((size_t) ngram_bytes);
+    uint64_t offset = 0;
+    while (true) {
+        in.read(ngram.data(), ngram_bytes);
+        const std::streamsize got = in.gcount();
+        if (got == 0 && in.eof()) {
+            return LLAMA_MTP_STATUS_OK;
+        }
+        auto malformed = [&](const std::string & detail) {
+            return fail(LLAMA_MTP_STATUS_FILE_UNREADABLE,
+                        what + ": '" + path + "' is not an n-gram cache file (" + detail +
+                            " at byte " + std::to_string(offset) + ")");
+        };
+        if (got != ngram_bytes) {
+            return malformed("a truncated n-gram");
+        }
+        offset += (uint64_t) ngram_bytes;
+        int32_t n = 0;
+        if (!in.read(reinterpret_cast<char *>(&n), sizeof(n))) {
+            return malformed("a missing token count");
+        }
+        if (n <= 0) {
+            return malformed("a token count of " + std::to_string(n));
+        }
+        offset += sizeof(n);
+        for (int32_t i = 0; i < n; ++i) {
+            llama_token token = 0;
+            int32_t count = 0;
+            if (!in.read(reinterpret_cast<char *>(&token), sizeof(token)) ||
+                !in.read(reinterpret_cast<char *>(&count), sizeof(count))) {
+                return malformed("a truncated token entry");
+            }
+            if (count <= 0) {
+                return malformed("a token seen " + std::to_string(count) + " times");
+            }
+            offset += sizeof(token) + sizeof(count);
+        }
+    }
+}
+
+llama_mtp_status check_strategy(const llama_mtp_strategy & s, const std::string & where) {
+    llama_mtp_status st = strategy_support(s.type, where);
+    if (st != LLAMA_MTP_STATUS_OK) {
+        return st;
+    }
+    const std::string name = std::string(where) + ": " + find_strategy(s.type)->name;
+    switch (s.type) {
+        case LLAMA_MTP_STRATEGY_NGRAM_SIMPLE:
+        case LLAMA_MTP_STRATEGY_NGRAM_MAP_K:
+        case LLAMA_MTP_STRATEGY_NGRAM_MAP_K4V:
+            if ((st = check_range(s.size_n, 1, k_max_ngram, name + " size_n")) != LLAMA_MTP_STATUS_OK ||
+                (st = check_range(s.size_m, 1, k_max_ngram, name + " size_m")) != LLAMA_MTP_STATUS_OK ||
+                (st = check_range(s.min_hits, 1, k_max_ngram, name + " min_hits")) != LLAMA_MTP_STATUS_OK) {
+                return st;
+            }
+            if (s.type == LLAMA_MTP_STRATEGY_NGRAM_SIMPLE && s.size_m < s.size_n) {
+                return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT,
+                            name + " size_m " + std::to_string(s.size_m) + " < size_n " +
+                                std::to_string(s.size_n) +
+                                ": it would never draft (llama.cpp's ngram-simple drafts only an "
+                                "m-gram at least as long as the n-gram)");
+            }
+            break;
+        case LLAMA_MTP_STRATEGY_NGRAM_MOD:
+            if ((st = check_range(s.n_match, 1, k_max_ngram, name + " n_match")) != LLAMA_MTP_STATUS_OK ||
+                (st = check_range(s.mod_n_max, 1, k_max_ngram, name + " mod_n_max")) != LLAMA_MTP_STATUS_OK ||
+                (st = check_range(s.mod_n_min, 0, s.mod_n_max, name + " mod_n_min")) != LLAMA_MTP_STATUS_OK) {
+                return st;
+            }
+            break;
+        case LLAMA_MTP_STRATEGY_NGRAM_CACHE:
+            for (const char * file : {s.cache_static, s.cache_dynamic}) {
+                if (file != nullptr && file[0] != '\0' &&
+                    (st = check_ngram_cache_file(file, name)) != LLAMA_MTP_STATUS_OK) {
+                    return st;
+                }
+            }
+            break;
+        default:
+            break;
+    }
+    return LLAMA_MTP_STATUS_OK;
+}
+
+
+}  // namespace llama_mtp_impl

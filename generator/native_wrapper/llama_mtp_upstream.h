@@ -1,0 +1,117 @@
+// The wrapper's one door to llama.cpp internals.
+//
+// Everything the wrapper needs from outside llama.h's stable part goes through here: common/'s
+// speculative decoding (its parameters, draft slots, batch type), the llama-ext staging API (the
+// target's hidden-state rows), llama_context internals, the NextN accessors and the decode entry
+// point. Upstream moves these from tag to tag; llama_mtp_upstream.cpp is the only file that
+// includes common/ or src/ headers, and it picks each variant by the configure-time probes of the
+// wrapper's CMake project (LLAMA_MTP_UP_* macros: compile checks of the tree, not version
+// numbers). The rest of the wrapper (the strategy table, the sidecar logic, the C ABI) sees only
+// the declarations below, which are the same for every tag.
+
+#pragma once
+
+#include "llama.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace llama_mtp_upstream {
+
+using token_list = std::vector<llama_token>;
+
+// A token batch in the wrapper's own terms; turned into whatever batch type the tree's decode
+// and speculative entry points take.
+class batch {
+  public:
+    struct entry {
+        llama_token  token;
+        llama_pos    pos;
+        llama_seq_id seq_id;
+        bool         output;
+    };
+
+    batch();
+    ~batch();
+    batch(const batch &) = delete;
+    batch & operator=(const batch &) = delete;
+
+    void clear() { entries_.clear(); }
+    void add(llama_token token, llama_pos pos, llama_seq_id seq_id, bool output) {
+        entries_.push_back(entry{token, pos, seq_id, output});
+    }
+    const std::vector<entry> & entries() const { return entries_; }
+
+    struct native;  // the tree's batch object, built on demand
+
+    native & rendered(llama_context * ctx) const;
+
+  private:
+    std::vector<entry> entries_;
+    mutable native * native_ = nullptr;
+};
+
+// Decode a batch on a context (llama_process or llama_decode, as the tree has). 0 on success.
+int32_t decode(llama_context * ctx, const batch & b);
+
+// ---- speculative decoding (common/speculative) --------------------------------------------------
+
+struct speculative;  // one common_speculative
+
+// What one strategy is initialised with, in the wrapper's terms.
+struct strategy_config {
+    int32_t upstream_type = 0;  // from upstream_strategy_type()
+    int32_t n_max = 3;
+    int32_t n_min = 0;
+    float   p_min = 0.0f;
+    bool    backend_sampling = false;
+    llama_context * ctx_tgt = nullptr;
+    llama_context * ctx_dft = nullptr;
+    int32_t size_n = 0, size_m = 0, min_hits = 0;  // n-gram map strategies
+    int32_t n_match = 0, mod_n_min = 0, mod_n_max = 0;  // ngram-mod
+    std::string cache_static, cache_dynamic;  // ngram-cache
+};
+
+// llama.cpp's own defaults for this tree (a default-constructed common_params_speculative).
+struct speculative_defaults {
+    int32_t n_max;
+    int32_t map_size_n[3], map_size_m[3], map_min_hits[3];  // ngram-simple, ngram-map-k, -k4v
+    int32_t mod_n_match, mod_n_min, mod_n_max;
+    bool    backend_sampling;
+};
+speculative_defaults defaults();
+
+// The upstream enum value for a llama_mtp_strategy_type, or -1 when this tree lacks it.
+int32_t upstream_strategy_type(int32_t llama_mtp_type);
+
+// Whether common_params_speculative has draft.backend_sampling in this tree.
+bool has_backend_sampling();
+
+speculative * init(const strategy_config & config, uint32_t n_seq);
+void release(speculative * spec);
+void begin(speculative * spec, llama_seq_id seq_id, const token_list & prompt);
+// Fill the sequence's draft slot and ask for a draft; `result` receives it.
+void draft(speculative * spec, llama_seq_id seq_id, llama_token id_last, llama_pos pos0,
+           int32_t n_max, const token_list * prompt, token_list * result);
+// Mirror a batch just decoded on the target. False when the draft context's decode failed.
+bool process(speculative * spec, const batch & b, llama_context * ctx_tgt);
+void accept(speculative * spec, llama_seq_id seq_id, uint16_t n_accepted);
+
+// ---- the target's hidden states and the model's NextN layers --------------------------------
+
+// The target's last decode kept hidden-state rows 0..n_rows-1 for the MTP head.
+bool target_has_rows(llama_context * ctx_tgt, int32_t n_rows);
+// NextN layers the model declares (llama_model_n_layer_nextn, or its GGUF key in older trees).
+int32_t n_nextn_layers(const llama_model * model);
+// The model's NextN tensors were loaded (they are absent when loaded with load_mtp = false).
+bool has_nextn_tensors(const llama_model * model);
+// The target's n_outputs_max, when this tree has it and it is readable on this platform.
+bool n_outputs_max(llama_context * ctx, uint32_t & out);
+// Context parameters for an MTP context beside ctx_tgt (ctx_type, and ctx_other where it exists).
+void mtp_context_params(llama_context_params & cparams, llama_context * ctx_tgt);
+
+// Tokens per n-gram key in an n-gram cache file (LLAMA_NGRAM_MAX).
+int32_t ngram_cache_key_length();
+
+}  // namespace llama_mtp_upstream

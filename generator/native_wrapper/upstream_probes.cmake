@@ -1,0 +1,228 @@
+# Configure-time probes of a llama.cpp tree for the wrapper's compatibility layer
+# (llama_mtp_upstream.cpp). Each probe compiles a few lines against the tree's own headers, so
+# the variant is chosen by what the tree declares, never by a version number.
+#
+# After llama_mtp_run_probes():
+#   LLAMA_MTP_UP_DEFINITIONS   the LLAMA_MTP_UP_*=0|1 definitions for llama_mtp_upstream.cpp
+#   LLAMA_MTP_UP_SUMMARY       "facet=variant ..." (variant "none" when no variant matched, and
+#                              TYPE=1|0 per strategy type of common.h), for logs and build-info.json
+#   LLAMA_MTP_UP_FAILURE       "" or why no variant matched (the facet, what each variant
+#                              needed, and the first compiler error of the last one tried)
+
+set(_llama_mtp_probe_dir "${CMAKE_BINARY_DIR}/llama_mtp_probes")
+
+# A probe's source: the tree's headers the wrapper uses, then BODY inside a function.
+function(_llama_mtp_probe_source out_var body)
+    set(${out_var} "#include \"llama.h\"
+#include \"common.h\"
+#include \"speculative.h\"
+#include \"ngram-cache.h\"
+#include \"llama-ext.h\"
+${LLAMA_MTP_PROBE_EXTRA_INCLUDES}
+void llama_mtp_probe(llama_context * ctx, llama_model * model, common_speculative * spec) {
+    (void) ctx; (void) model; (void) spec;
+${body}
+}
+" PARENT_SCOPE)
+endfunction()
+
+# llama_mtp_probe(<name> <result var> <body>): compile BODY; result 1 or 0, and on failure the
+# first compiler error line in <result var>_ERROR.
+function(llama_mtp_probe name result_var body)
+    _llama_mtp_probe_source(_src "${body}")
+    set(_file "${_llama_mtp_probe_dir}/${name}.cpp")
+    file(WRITE "${_file}" "${_src}")
+    set(CMAKE_TRY_COMPILE_TARGET_TYPE STATIC_LIBRARY)
+    try_compile(_ok "${_llama_mtp_probe_dir}/${name}" "${_file}"
+        CMAKE_FLAGS "-DINCLUDE_DIRECTORIES=${LLAMA_MTP_PROBE_INCLUDES}"
+        CXX_STANDARD 17
+        CXX_STANDARD_REQUIRED ON
+        OUTPUT_VARIABLE _out)
+    if(_ok)
+        set(${result_var} 1 PARENT_SCOPE)
+        set(${result_var}_ERROR "" PARENT_SCOPE)
+    else()
+        set(${result_var} 0 PARENT_SCOPE)
+        string(REGEX MATCH "[^\n]*error[^\n]*" _first "${_out}")
+        string(STRIP "${_first}" _first)
+        string(REPLACE "${_llama_mtp_probe_dir}/" "" _first "${_first}")
+        set(${result_var}_ERROR "${_first}" PARENT_SCOPE)
+    endif()
+    file(APPEND "${_llama_mtp_probe_dir}/probes.log" "== ${name}: ${_ok}\n${_out}\n")
+endfunction()
+
+# Probes one facet with variants tried in order; sets LLAMA_MTP_UP_<facet> to the 1-based index of
+# the first variant that compiles (0: none) and appends to the definitions and summary. A facet
+# with REQUIRED and no matching variant records LLAMA_MTP_UP_FAILURE.
+macro(_llama_mtp_facet facet required)
+    set(_variants ${ARGN})
+    set(_chosen 0)
+    set(_index 0)
+    set(_tried "")
+    foreach(_variant IN LISTS _variants)
+        math(EXPR _index "${_index} + 1")
+        if(_chosen EQUAL 0)
+            llama_mtp_probe("${facet}_${_index}" _probe_ok "${_llama_mtp_variant_${_variant}}")
+            if(_probe_ok)
+                set(_chosen ${_index})
+                math(EXPR _index_of_chosen "${_index} - 1")
+            else()
+                list(APPEND _tried "${_variant}")
+                set(_last_error "${_probe_ok_ERROR}")
+            endif()
+        endif()
+    endforeach()
+    set(LLAMA_MTP_UP_${facet} ${_chosen})
+    if(_chosen EQUAL 0)
+        list(APPEND LLAMA_MTP_UP_SUMMARY "${facet}=none")
+    else()
+        list(GET _variants ${_index_of_chosen} _chosen_name)
+        list(APPEND LLAMA_MTP_UP_SUMMARY "${facet}=${_chosen_name}")
+    endif()
+    if(_chosen EQUAL 0 AND ${required} AND LLAMA_MTP_UP_FAILURE STREQUAL "")
+        string(REPLACE ";" ", " _tried_text "${_tried}")
+        set(LLAMA_MTP_UP_FAILURE
+            "probe ${facet}: the tree matches none of the known variants (${_tried_text}); first compiler error: ${_last_error}")
+    endif()
+endmacro()
+
+# Variant bodies (one statement list each).
+set(_llama_mtp_variant_core [=[
+    common_params_speculative sp;
+    sp.types = {COMMON_SPECULATIVE_TYPE_DRAFT_MTP};
+    sp.draft.n_max = 1; sp.draft.n_min = 0; sp.draft.p_min = 0.0f;
+    sp.draft.ctx_tgt = ctx; sp.draft.ctx_dft = ctx; sp.draft.mparams.path = "";
+    sp.ngram_simple.size_n = 1; sp.ngram_map_k.size_m = 1; sp.ngram_map_k4v.min_hits = 1;
+    sp.ngram_mod.n_match = 1; sp.ngram_mod.n_min = 0; sp.ngram_mod.n_max = 1;
+    sp.ngram_cache.lookup_cache_static = ""; sp.ngram_cache.lookup_cache_dynamic = "";
+    common_speculative * s = common_speculative_init(sp, 1u);
+    llama_tokens prompt, result;
+    common_speculative_begin(s, 0, prompt);
+    auto & dp = common_speculative_get_draft_params(s, 0);
+    dp.drafting = true; dp.n_max = 1; dp.id_last = 0; dp.prompt = &prompt; dp.result = &result;
+    common_speculative_draft(s);
+    common_speculative_accept(s, 0, (uint16_t) 0);
+    common_speculative_free(s);
+    int n = LLAMA_NGRAM_MAX; (void) n;
+    llama_context_params cp = llama_context_default_params();
+    cp.ctx_type = LLAMA_CONTEXT_TYPE_MTP; cp.n_rs_seq = 0;
+    (void) llama_n_rs_seq(ctx);
+]=])
+set(_llama_mtp_variant_common_batch [=[
+    common_batch b(ctx);
+    b.clear();
+    b.add(0, 0, 0, true);
+    bool ok = common_speculative_process(spec, b); (void) ok;
+    for (const auto & t : b.tokens) { (void) t.seq_id; }
+]=])
+set(_llama_mtp_variant_llama_batch [=[
+    llama_batch b = llama_batch_init(1, 0, 1);
+    bool ok = common_speculative_process(spec, b); (void) ok;
+    llama_batch_free(b);
+]=])
+set(_llama_mtp_variant_llama_process [=[
+    common_batch b(ctx);
+    int32_t rc = llama_process(ctx, LLAMA_PROCESS_TYPE_DECODE, b.get()); (void) rc;
+]=])
+set(_llama_mtp_variant_llama_decode [=[
+    llama_batch b = llama_batch_init(1, 0, 1);
+    int32_t rc = llama_decode(ctx, b); (void) rc;
+]=])
+set(_llama_mtp_variant_draft_pos0 [=[
+    common_speculative_draft_params & dp = common_speculative_get_draft_params(spec, 0);
+    dp.pos0 = 0;
+]=])
+set(_llama_mtp_variant_draft_n_past [=[
+    common_speculative_draft_params & dp = common_speculative_get_draft_params(spec, 0);
+    dp.n_past = 0;
+]=])
+set(_llama_mtp_variant_embd_nextn [=[
+    float * all = llama_get_embeddings_nextn(ctx); (void) all;
+    float * row = llama_get_embeddings_nextn_ith(ctx, 0); (void) row;
+]=])
+set(_llama_mtp_variant_embd_pre_norm [=[
+    float * all = llama_get_embeddings_pre_norm(ctx); (void) all;
+    float * row = llama_get_embeddings_pre_norm_ith(ctx, 0); (void) row;
+]=])
+set(_llama_mtp_variant_n_layer_nextn [=[
+    int32_t n = llama_model_n_layer_nextn(model); (void) n;
+]=])
+set(_llama_mtp_variant_ctx_other [=[
+    llama_context_params cp = llama_context_default_params();
+    cp.ctx_other = ctx;
+]=])
+set(_llama_mtp_variant_n_outputs_max [=[
+    uint32_t n = ctx->get_cparams().n_outputs_max; (void) n;
+]=])
+set(_llama_mtp_variant_draft_backend_sampling [=[
+    common_params_speculative sp;
+    sp.draft.backend_sampling = true;
+]=])
+
+function(llama_mtp_run_probes llama_cpp_dir)
+    file(REMOVE_RECURSE "${_llama_mtp_probe_dir}")
+    file(MAKE_DIRECTORY "${_llama_mtp_probe_dir}")
+    set(LLAMA_MTP_PROBE_INCLUDES "${llama_cpp_dir}/include;${llama_cpp_dir}/ggml/include;${llama_cpp_dir}/common;${llama_cpp_dir}/src;${llama_cpp_dir}/vendor")
+    set(LLAMA_MTP_PROBE_EXTRA_INCLUDES "")
+    set(LLAMA_MTP_UP_SUMMARY "")
+    set(LLAMA_MTP_UP_FAILURE "")
+
+    # Required facets: the wrapper cannot run without one of their variants.
+    _llama_mtp_facet(CORE TRUE core)
+    _llama_mtp_facet(BATCH TRUE common_batch llama_batch)
+    if(LLAMA_MTP_UP_BATCH EQUAL 1)
+        _llama_mtp_facet(DECODE TRUE llama_process)
+    else()
+        _llama_mtp_facet(DECODE TRUE llama_decode)
+    endif()
+    _llama_mtp_facet(DRAFT_SLOT TRUE draft_pos0 draft_n_past)
+    _llama_mtp_facet(EMBD TRUE embd_nextn embd_pre_norm)
+    # Optional facets: a tree without them loses a check or a capability, said at run time.
+    _llama_mtp_facet(N_LAYER_NEXTN FALSE n_layer_nextn)
+    _llama_mtp_facet(CTX_OTHER FALSE ctx_other)
+    _llama_mtp_facet(DRAFT_BACKEND_SAMPLING FALSE draft_backend_sampling)
+    if(WIN32)
+        # llama_context's members are not exported from a Windows libllama.
+        set(LLAMA_MTP_UP_N_OUTPUTS_MAX 0)
+        list(APPEND LLAMA_MTP_UP_SUMMARY "N_OUTPUTS_MAX=not-on-windows")
+    else()
+        set(LLAMA_MTP_PROBE_EXTRA_INCLUDES "#include \"llama-context.h\"")
+        _llama_mtp_facet(N_OUTPUTS_MAX FALSE n_outputs_max)
+    endif()
+
+    # Which strategy types common/common.h declares (a release without one refuses it).
+    file(READ "${llama_cpp_dir}/common/common.h" _common_h)
+    set(_defs "")
+    foreach(_type IN ITEMS DRAFT_SIMPLE DRAFT_EAGLE3 DRAFT_DFLASH DRAFT_DSPARK NGRAM_SIMPLE
+            NGRAM_MAP_K NGRAM_MAP_K4V NGRAM_MOD NGRAM_CACHE)
+        string(REGEX MATCH "COMMON_SPECULATIVE_TYPE_${_type}[ ,=]" _found "${_common_h}")
+        if(_found)
+            list(APPEND _defs "LLAMA_MTP_UP_HAVE_${_type}=1")
+            list(APPEND LLAMA_MTP_UP_SUMMARY "${_type}=1")
+        else()
+            list(APPEND _defs "LLAMA_MTP_UP_HAVE_${_type}=0")
+            list(APPEND LLAMA_MTP_UP_SUMMARY "${_type}=0")
+        endif()
+    endforeach()
+
+    macro(_flag name value)
+        if(${value} EQUAL 1)
+            list(APPEND _defs "${name}=1")
+        else()
+            list(APPEND _defs "${name}=0")
+        endif()
+    endmacro()
+    _flag(LLAMA_MTP_UP_COMMON_BATCH ${LLAMA_MTP_UP_BATCH})
+    _flag(LLAMA_MTP_UP_PROCESS_API "${LLAMA_MTP_UP_BATCH}")
+    _flag(LLAMA_MTP_UP_DRAFT_POS0 ${LLAMA_MTP_UP_DRAFT_SLOT})
+    _flag(LLAMA_MTP_UP_EMBD_NEXTN ${LLAMA_MTP_UP_EMBD})
+    _flag(LLAMA_MTP_UP_N_LAYER_NEXTN ${LLAMA_MTP_UP_N_LAYER_NEXTN})
+    _flag(LLAMA_MTP_UP_CTX_OTHER ${LLAMA_MTP_UP_CTX_OTHER})
+    _flag(LLAMA_MTP_UP_N_OUTPUTS_MAX ${LLAMA_MTP_UP_N_OUTPUTS_MAX})
+    _flag(LLAMA_MTP_UP_DRAFT_BACKEND_SAMPLING ${LLAMA_MTP_UP_DRAFT_BACKEND_SAMPLING})
+
+    string(REPLACE ";" " " _summary "${LLAMA_MTP_UP_SUMMARY}")
+    set(LLAMA_MTP_UP_DEFINITIONS "${_defs}" PARENT_SCOPE)
+    set(LLAMA_MTP_UP_SUMMARY "${_summary}" PARENT_SCOPE)
+    set(LLAMA_MTP_UP_FAILURE "${LLAMA_MTP_UP_FAILURE}" PARENT_SCOPE)
+endfunction()
