@@ -48,6 +48,16 @@ def bump(session: nox.Session) -> None:
 
 
 @nox.session
+def compat(session: nox.Session) -> None:
+    """Run the bump gates on upstream tags without pinning them: ``nox -s compat -- b9246 b11549``
+    (results in reports/compat.json, the README's table re-rendered)."""
+    if not session.posargs:
+        session.error("usage: nox -s compat -- TAG [TAG ...] [--platform P]")
+    _install(session)
+    session.run("llama-bindgen", "compat", *session.posargs)
+
+
+@nox.session
 def fetch(session: nox.Session) -> None:
     """Fetch and verify a llama.cpp tree: ``nox -s fetch -- b11312``."""
     _install(session)

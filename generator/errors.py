@@ -37,8 +37,10 @@ class SourceError(BindgenError):
 class DigestMismatchError(SourceError):
     """A tree's content digest is not the pinned one."""
 
-    def __init__(self, what: str, expected: str, actual: str) -> None:
-        super().__init__(f"{what}: content digest mismatch: expected {expected}, got {actual}")
+    def __init__(self, what: str, expected: str, actual: str, message: str = "") -> None:
+        super().__init__(
+            message or f"{what}: content digest mismatch: expected {expected}, got {actual}"
+        )
         self.expected = expected
         self.actual = actual
 

@@ -2,12 +2,13 @@
 
 Two kinds of files, found two ways:
 
-* the tool's data (templates, the MTP wrapper's sources, freestanding headers, the releases known
-  when the tool was built) ship inside the ``generator`` package, so an installed wheel has them;
+* the tool's data (templates, the MTP wrapper's sources, freestanding headers, the releases and
+  tag sources known when the tool was built) ship inside the ``generator`` package, so an
+  installed wheel has them;
 * a checkout (the repository a bump edits: ``releases.toml``, ``generated/``, ``CHANGELOG.md``,
-  ``reports/``, the release workflow) is the folder given with ``--repo``, else the working
-  directory or the nearest parent holding ``releases.toml``, never the folder the tool was
-  installed from.
+  ``reports/``, the release workflow; ``tag-sources.toml``, which ``fetch`` adds to) is the
+  folder given with ``--repo``, else the working directory or the nearest parent holding
+  ``releases.toml``, never the folder the tool was installed from.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from generator.errors import UsageError
 CACHE_ENV = "LLAMA_BINDGEN_CACHE"
 REPO_ENV = "LLAMA_BINDGEN_REPO"
 CHECKOUT_MARKER = "releases.toml"
+TAG_SOURCES = "tag-sources.toml"
 
 
 def package_dir() -> Path:
@@ -46,6 +48,11 @@ def wrapper_dir() -> Path:
 def bundled_releases_path() -> Path:
     """The ``releases.toml`` the tool was built with (read-only: what ``fetch`` knows anywhere)."""
     return package_dir() / "data" / "releases.toml"
+
+
+def bundled_tag_sources_path() -> Path:
+    """The ``tag-sources.toml`` the tool was built with (read-only)."""
+    return package_dir() / "data" / TAG_SOURCES
 
 
 def _explicit_checkout() -> Path | None:
@@ -91,6 +98,16 @@ def releases_path() -> Path:
     """The checkout's ``releases.toml``, else the one bundled with the tool."""
     root = find_checkout()
     return root / CHECKOUT_MARKER if root is not None else bundled_releases_path()
+
+
+def tag_sources_paths(cache: Path) -> tuple[Path, Path | None]:
+    """Where ``fetch`` records the sources of tags ``releases.toml`` does not pin, and where it
+    reads more of them: in a checkout its ``tag-sources.toml`` (and nothing more); outside one,
+    ``<cache>/tag-sources.toml``, below the one bundled with the tool."""
+    root = find_checkout()
+    if root is not None:
+        return root / TAG_SOURCES, None
+    return cache / TAG_SOURCES, bundled_tag_sources_path()
 
 
 def default_cache_dir() -> Path:

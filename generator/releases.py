@@ -19,6 +19,29 @@ from generator.paths import releases_path
 SCHEMA_VERSION = 1
 _HEX = re.compile(r"^[0-9a-f]{7,40}$")
 _BUILD_TAG = re.compile(r"^b\d+$")
+UNKNOWN_COMMIT = "unknown"
+
+
+def is_build_tag(name: str) -> bool:
+    """Whether ``name`` is an upstream build tag (``b`` and a number, such as ``b11312``)."""
+    return bool(_BUILD_TAG.match(name))
+
+
+def tree_key(commit: str, tag: str, digest: str) -> str:
+    """The name of a tree's cache folders (native builds, build folders, a bump's work folder):
+    the first 12 hex digits of its commit, or, when the commit is unknown (``""``: a PyPI sdist
+    that states none), ``tag-<tag>-<first 12 hex digits of the content digest>``."""
+    if commit:
+        return commit[:12]
+    return f"tag-{tag or 'untagged'}-{digest.removeprefix('sha256:')[:12]}"
+
+
+def commit_label(commit: str, source: str) -> str:
+    """How a commit is shown and recorded: the commit, or for an unknown one ``unknown (<where
+    the tree came from>)``; never a made-up value."""
+    if commit:
+        return commit
+    return f"{UNKNOWN_COMMIT} ({source})" if source else UNKNOWN_COMMIT
 
 
 @dataclass(frozen=True)
@@ -37,7 +60,8 @@ class Sdist:
 
 @dataclass(frozen=True)
 class Release:
-    """One known llama.cpp commit (a ``[[release]]`` entry)."""
+    """One known llama.cpp tree (a ``[[release]]`` entry). ``commit`` is ``""`` for a tree whose
+    source states no commit (a tag taken from a PyPI sdist); ``commit_note`` then says so."""
 
     ref: str
     tag: str
@@ -47,6 +71,18 @@ class Release:
     mtp: bool
     sdists: tuple[Sdist, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def commit_label(self) -> str:
+        """The commit as the builds and bindings of this release record it (for an unknown one,
+        ``unknown (PyPI sdist <requirement>)``: the tree's provider, as its fetch records it)."""
+        source = f"PyPI sdist {self.sdists[0].requirement}" if self.sdists else ""
+        return commit_label(self.commit, source)
+
+    @property
+    def cache_key(self) -> str:
+        """See :func:`tree_key`."""
+        return tree_key(self.commit, self.tag, self.digest)
 
 
 @dataclass(frozen=True)
@@ -112,12 +148,12 @@ def resolve_ref(ref: str, releases: list[Release]) -> ResolvedRef:
             return ResolvedRef(ref, rel, rel.tag, rel.commit)
     low = ref.lower()
     if _HEX.match(low):
-        hits = [rel for rel in releases if rel.commit.startswith(low)]
+        hits = [rel for rel in releases if rel.commit and rel.commit.startswith(low)]
         if len(hits) > 1:
             names = ", ".join(h.commit for h in hits)
             raise UsageError(f"commit prefix {ref} is ambiguous: {names}")
         if hits:
             return ResolvedRef(ref, hits[0], hits[0].tag, hits[0].commit)
-        if not _BUILD_TAG.match(low):
+        if not is_build_tag(low):
             return ResolvedRef(ref, None, "", low)
     return ResolvedRef(ref, None, ref, "")

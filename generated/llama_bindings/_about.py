@@ -6,5 +6,9 @@ from typing import Final
 
 LLAMA_CPP_TAG: Final = "b11312"
 LLAMA_CPP_COMMIT: Final = "0c1e57098bba43ac29e6e3b677cdceebdd22334f"
-# llama.h has the MTP API the runtime's MTP path sets (load_mtp, n_rs_seq, the NextN count)
+# llama.h has the MTP API the runtime's MTP path uses (the MTP context type, n_rs_seq)
 MTP_API: Final = True
+# llama_model_params.load_mtp exists (before it, llama.cpp always loads the NextN layers)
+LOAD_MTP_PARAM: Final = True
+# llama_model_n_layer_nextn exists (before it: the GGUF key <arch>.nextn_predict_layers)
+NEXTN_COUNT_FUNCTION: Final = True

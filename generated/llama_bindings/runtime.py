@@ -49,7 +49,7 @@ from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypedDict, Unpack, cast
 
-from ._about import LLAMA_CPP_COMMIT, MTP_API
+from ._about import LLAMA_CPP_COMMIT, LOAD_MTP_PARAM, MTP_API, NEXTN_COUNT_FUNCTION
 from ._about import LLAMA_CPP_TAG as _TAG
 from ._ffi import SYMBOL_ERRORS
 from .loader import Libraries, load
@@ -249,14 +249,17 @@ class SpeculativeDecoding:
     dropped, ``p_min``: stop drafting when the draft head's top probability falls below it.
     ``backend_sampling``: let llama.cpp sample the drafts on the draft context's device (the GPU
     when its layers are offloaded); llama.cpp falls back to the CPU when it cannot, and
-    ``GenerationMetrics.backend_sampled_drafts`` counts the drafts it did sample there.
+    ``GenerationMetrics.backend_sampled_drafts`` counts the drafts it did sample there. ``None``
+    (the default) takes llama.cpp's own default for the release (on where the release has it;
+    releases before draft backend sampling have none, and ``True`` there is refused with
+    :class:`LlamaUnsupportedError`).
     """
 
     mode: SpeculativeMode = SpeculativeMode.NONE
     draft_token_max: int = 3
     draft_token_min: int = 0
     p_min: float = 0.0
-    backend_sampling: bool = True
+    backend_sampling: bool | None = None
     strategies: tuple[Strategy | SpeculativeMode | str, ...] = ()
     draft_model: Model | None = None
     draft_n_ctx: int = 0
@@ -628,13 +631,33 @@ class _MtpWrapper(Protocol):
     def llama_mtp_default_strategy(self, type: int, strategy: Any, /) -> int: ...
     def llama_mtp_n_strategies(self, mtp: Any, /) -> int: ...
     def llama_mtp_get_strategy_stats(self, mtp: Any, index: int, stats: Any, /) -> int: ...
+    def llama_mtp_strategy_supported(self, type: int, /) -> int: ...
+
+
+def strategy_support(kind: SpeculativeMode | str, libs: Libraries) -> str | None:
+    """None when the libraries run speculative strategy ``kind`` (given a suitable model); else
+    the reason they do not: a release without the MTP API or the wrapper, a strategy this
+    llama.cpp release does not have, or one the wrapper refuses in every release."""
+    mode = SpeculativeMode(kind)
+    if mode is SpeculativeMode.NONE:
+        raise ValueError("strategy_support: NONE is not a strategy")
+    try:
+        wrapper = _mtp_wrapper(libs, mode.value, strategies=mode is not SpeculativeMode.DRAFT_MTP)
+        check = wrapper.llama_mtp_strategy_supported
+    except LlamaUnsupportedError as exc:
+        return exc.reason
+    except SYMBOL_ERRORS:  # a first-release wrapper: draft-mtp alone
+        return None if mode is SpeculativeMode.DRAFT_MTP else "the wrapper runs draft-mtp alone"
+    if check(_STRATEGY_TYPES[mode]) == _MTP_OK:
+        return None
+    return str(libs.ffi.string(wrapper.llama_mtp_last_error()).decode("utf-8", "replace"))
 
 
 def _mtp_wrapper(libs: Libraries, what: str = "draft-mtp", strategies: bool = False) -> _MtpWrapper:
     """The wrapper library, or LlamaUnsupportedError saying why the MTP path cannot run."""
     if not MTP_API:
         raise LlamaUnsupportedError(
-            f"llama.cpp {LLAMA_CPP_TAG} has no MTP API (no load_mtp / MTP context type): "
+            f"llama.cpp {LLAMA_CPP_TAG} has no MTP API (no MTP context type): "
             f"speculative mode {what} needs a release with it (the llama_mtp wrapper is built only "
             "for those)"
         )
@@ -689,8 +712,8 @@ class Model:
             raise LlamaUnsupportedError(
                 f"llama.cpp {LLAMA_CPP_TAG} has no MTP API: load_mtp is not available"
             )
-        if load_mtp:
-            params.load_mtp = True
+        if load_mtp and LOAD_MTP_PARAM:
+            params.load_mtp = True  # (releases before load_mtp always load the NextN layers)
         handle = self.llama.llama_model_load_from_file(os.fsencode(path), params)
         if handle == self.ffi.NULL:
             raise LlamaRuntimeError(
@@ -711,7 +734,25 @@ class Model:
         """Number of NextN (MTP) layers the model file has (0: no MTP head)."""
         if not MTP_API:
             return 0
-        return int(self.llama.llama_model_n_layer_nextn(self.handle))
+        if NEXTN_COUNT_FUNCTION:
+            return int(self.llama.llama_model_n_layer_nextn(self.handle))
+        # Releases before llama_model_n_layer_nextn: the GGUF key the loader reads.
+        arch = self.metadata_value("general.architecture")
+        value = self.metadata_value(f"{arch}.nextn_predict_layers") if arch else None
+        return int(value) if value is not None and value.isdigit() else 0
+
+    def metadata_value(self, key: str) -> str | None:
+        """The model's GGUF metadata value for ``key`` as llama.cpp renders it, or None."""
+        capacity = 256
+        for _ in range(2):
+            buf = self.ffi.new("char[]", capacity)
+            n = int(self.llama.llama_model_meta_val_str(self.handle, key.encode(), buf, capacity))
+            if n < 0:
+                return None
+            if n < capacity:
+                return str(self.ffi.string(buf).decode("utf-8", errors="replace"))
+            capacity = n + 1
+        return None
 
     @property
     def n_vocab(self) -> int:
@@ -901,7 +942,8 @@ class Context:
         params.n_max = self.speculative.draft_token_max
         params.n_min = self.speculative.draft_token_min
         params.p_min = self.speculative.p_min
-        params.backend_sampling = 1 if self.speculative.backend_sampling else 0
+        if self.speculative.backend_sampling is not None:  # else the release's own default
+            params.backend_sampling = 1 if self.speculative.backend_sampling else 0
         params.n_seq = 1
         keep: list[Any] = []  # cdata the call reads (strategy array, file names)
         if self.speculative.kinds != (SpeculativeMode.DRAFT_MTP,):

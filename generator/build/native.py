@@ -8,8 +8,11 @@ Layout of the result, ``<out>/<platform>/``:
 * ``build-info.json``: tag, commit, compiler, CMake options, MTP support and the sha256 of every
   library.
 
-The default ``<out>`` is ``<cache>/native/<commit12>``; CMake's build folder is
-``<cache>/build/<platform>-<commit12>`` and ccache keeps its files in ``<cache>/ccache``.
+The default ``<out>`` is ``<cache>/native/<key>``; CMake's build folder is
+``<cache>/build/<platform>-<key>`` and ccache keeps its files in ``<cache>/ccache`` (``<key>``: the
+tree's ``cache_key``, its short commit, or ``tag-<tag>-<digest12>`` when the commit is unknown).
+A tree without its licence files (a lean PyPI sdist's) builds; ``build-info.json`` records what
+it lacks (``licenses``) and ``release`` refuses to ship it.
 A build whose build-info.json matches the tree's commit and the wrapper's sources, with intact
 libraries, is reused without running CMake.
 """
@@ -17,6 +20,7 @@ libraries, is reused without running CMake.
 from __future__ import annotations
 
 import hashlib
+import re
 import shutil
 import subprocess
 import sys
@@ -59,7 +63,7 @@ from generator.platforms import (
     host_toolchain,
     runtime_library_path,
 )
-from generator.sources.licenses import llama_license, write_licenses
+from generator.sources.licenses import licence_status, write_licenses
 from generator.sources.tree import Tree
 from generator.templating import environment
 
@@ -182,7 +186,7 @@ def backend_cmake_options(plat: Platform, backend: str) -> dict[str, str]:
 
 
 def default_out_dir(tree: Tree) -> Path:
-    return default_cache_dir() / "native" / tree.commit12
+    return default_cache_dir() / "native" / tree.cache_key
 
 
 def build_dir_for(tree: Tree, plat: Platform, backend: str = "cpu") -> Path:
@@ -192,7 +196,8 @@ def build_dir_for(tree: Tree, plat: Platform, backend: str = "cpu") -> Path:
     source folder)."""
     sources = f"{tree.root}\0{wrapper_dir()}"
     where = hashlib.sha256(sources.encode()).hexdigest()[:8]
-    return default_cache_dir() / "build" / f"{gate_key(plat.name, backend)}-{tree.commit12}-{where}"
+    name = f"{gate_key(plat.name, backend)}-{tree.cache_key}-{where}"
+    return default_cache_dir() / "build" / name
 
 
 def _render(template: str, dest: Path, **context: Any) -> None:
@@ -221,7 +226,7 @@ def _write_toolchain(
         "toolchain": toolchain,
         "generator_version": __version__,
         "tag": tree.name,
-        "commit": tree.commit,
+        "commit": tree.commit_label,
     }
     if compat:
         _render(f"{COMPAT_HEADER}.j2", folder / COMPAT_HEADER, **context)
@@ -311,9 +316,11 @@ def _compiler_description(compiler: str) -> str:
 
 def _read_mtp_status(cmake_dir: Path) -> MtpSupport:
     text = (cmake_dir / "llama_mtp_status.txt").read_text(encoding="utf-8").strip()
+    probes_file = cmake_dir / "llama_mtp_probes.txt"
+    probes = probes_file.read_text(encoding="utf-8").strip() if probes_file.is_file() else ""
     if text == "supported":
-        return MtpSupport(True, "")
-    return MtpSupport(False, text.removeprefix("unsupported:").strip())
+        return MtpSupport(True, "", probes)
+    return MtpSupport(False, text.removeprefix("unsupported:").strip(), probes)
 
 
 def _assemble(
@@ -397,7 +404,6 @@ def _plan(
     if why:
         raise UsageError(f"{gate_key(plat.name, backend)}: {why}")
     tree = tree_or_root if isinstance(tree_or_root, Tree) else Tree.read(tree_or_root)
-    llama_license(tree.root)  # shipped with the build: refuse a tree without one before building
     toolchain = host_toolchain(plat)
     missing = toolchain.missing_tools()
     if missing:
@@ -435,14 +441,13 @@ def _reuse(plan: _Plan) -> BuildResult | None:
         or existing.get("format") != BUILD_INFO_FORMAT
         or existing.get("platform") != plan.plat.name
         or existing.get("backend", "cpu") != plan.backend
-        or existing.get("commit") != plan.tree.commit
+        or existing.get("commit") != plan.tree.commit_label
         or existing.get("wrapper_sources_sha256") != plan.sources_sha
         or existing.get("abi_source_sha256") != plan.abi_sha
         or not libraries_intact(plan.platform_dir, {"libraries": _native_libraries(existing)})
     ):
         return None
-    mtp_json = existing.get("mtp", {})
-    mtp = MtpSupport(mtp_json.get("status") == "supported", str(mtp_json.get("reason", "")))
+    mtp = MtpSupport.from_json(existing.get("mtp", {}))
     api_current = existing.get("api_module", {}).get("source_sha256") == plan.api_sha
     if api_current and libraries_intact(plan.platform_dir, existing):
         progress(f"{plan.label}: up to date in {plan.platform_dir}")
@@ -467,7 +472,8 @@ def _configure_command(plan: _Plan) -> _Configure:
     tree, toolchain, bdir = plan.tree, plan.toolchain, plan.bdir
     options = dict(BASE_CMAKE_OPTIONS)
     options.update(toolchain.cmake_options)
-    options["LLAMA_MTP_LLAMA_COMMIT"] = tree.commit
+    options["LLAMA_MTP_LLAMA_COMMIT"] = tree.commit or "unknown"
+    options["LLAMA_MTP_LLAMA_TAG"] = tree.tag or "unknown tag"
     options["LLAMA_MTP_SINGLE_NEXTN_ARCHS"] = ",".join(single_nextn_architectures(tree.root))
     options.update(backend_cmake_options(plan.plat, plan.backend))
     abi_path = bdir / "abi" / ABI_SOURCE
@@ -501,36 +507,84 @@ def _configure_command(plan: _Plan) -> _Configure:
 
 
 def _configure_and_compile(plan: _Plan, configure: _Configure, env: dict[str, str]) -> MtpSupport:
-    """Configure and compile; when the wrapper breaks the build, rebuild without it (recorded in
-    ``configure.options``) so that it never blocks the libraries."""
+    """Configure and compile. A tree with the MTP API gets the wrapper or fails: the error names
+    the probe that matched no variant, or the first compiler error in the wrapper's sources, never
+    a build without MTP (nor a later, secondary error) in its place."""
     label, logs, cmake_dir = plan.label, plan.logs, plan.bdir / "cmake"
     compile_argv = ["ninja", "-C", str(cmake_dir), f"-j{plan.jobs}"]
-    run_step(f"{label}: configure", configure.argv, logs / "configure.log", env)
+    try:
+        run_step(f"{label}: configure", configure.argv, logs / "configure.log", env)
+    except BuildError as exc:
+        failure = _probe_failure(cmake_dir)
+        if failure:
+            raise BuildError(
+                f"{label}: the MTP wrapper against this tree", exc.log, failure
+            ) from None
+        raise
     mtp = _read_mtp_status(cmake_dir)
     progress(f"{label}: mtp: {mtp.describe()}")
     try:
         run_step(f"{label}: compile", compile_argv, logs / "build.log", env)
-        return mtp
     except BuildError as exc:
-        if not mtp.supported:
+        cause = first_wrapper_error(exc.log.read_text(encoding="utf-8", errors="replace"))
+        if not mtp.supported or not cause:
             raise
-        # If llama.cpp itself is what fails, the retry fails too and reports that.
-        kept = logs / "build-with-mtp.log"
-        shutil.copyfile(exc.log, kept)
-        progress(f"{label}: the build with the MTP wrapper failed (log: {kept}); retrying without")
-    run_step(
-        f"{label}: configure without MTP",
-        [*configure.argv, "-DLLAMA_MTP=OFF"],
-        logs / "configure-without-mtp.log",
-        env,
-    )
-    run_step(f"{label}: compile without MTP", compile_argv, logs / "build.log", env)
-    configure.options["LLAMA_MTP"] = "OFF"
-    mtp = MtpSupport(
-        False, "the MTP wrapper failed to build against this tree (logs/build-with-mtp.log)"
-    )
-    progress(f"{label}: mtp: {mtp.describe()}")
+        raise BuildError(
+            f"{label}: the MTP wrapper against this tree",
+            exc.log,
+            f"it does not compile: {cause}; probes: {_probe_summary(cmake_dir)}",
+        ) from None
     return mtp
+
+
+# A compiler diagnostic: "path:line[:col]: error: text" (gcc, clang; MSVC's "error C1234" too).
+_LOCATION = r"^(?P<path>[^\s:][^:]*):(?P<line>\d+)(?::\d+)?: "
+_DIAGNOSTIC = re.compile(_LOCATION + r"(?:fatal )?error: (?P<text>.*)$")
+_NOTE = re.compile(_LOCATION + r"note: (?P<text>.*)$")
+
+
+def first_wrapper_error(log_text: str) -> str:
+    """The first compiler error in a build log that is in the wrapper's own sources, with the
+    upstream declaration it concerns when the compiler named one (its first ``note:`` in a file
+    outside the wrapper); "" when the log has none (the failure is elsewhere)."""
+    lines = log_text.splitlines()
+    for i, line in enumerate(lines):
+        m = _DIAGNOSTIC.match(line.strip())
+        if not m or not Path(m.group("path")).name.startswith("llama_mtp"):
+            continue
+        where = f"{Path(m.group('path')).name}:{m.group('line')}: {m.group('text')}"
+        for later in lines[i + 1 : i + 12]:
+            note = _NOTE.match(later.strip())
+            if note and not Path(note.group("path")).name.startswith("llama_mtp"):
+                upstream = f"{_tree_relative(note.group('path'))}:{note.group('line')}"
+                return f"{where} (upstream: {upstream}: {note.group('text')})"
+            if _DIAGNOSTIC.match(later.strip()):
+                break
+        return where
+    return ""
+
+
+def _tree_relative(path: str) -> str:
+    """A path inside a llama.cpp tree, from the tree's top (common/..., src/..., include/...)."""
+    parts = Path(path).parts
+    for top in ("common", "src", "include", "ggml", "vendor"):
+        if top in parts:
+            return "/".join(parts[len(parts) - 1 - parts[::-1].index(top) :])
+    return Path(path).name
+
+
+def _probe_failure(cmake_dir: Path) -> str:
+    """The wrapper's probe failure written by its CMake project ("failed: ..."), or ""."""
+    status = cmake_dir / "llama_mtp_status.txt"
+    if not status.is_file():
+        return ""
+    text = status.read_text(encoding="utf-8").strip()
+    return text.removeprefix("failed:").strip() if text.startswith("failed:") else ""
+
+
+def _probe_summary(cmake_dir: Path) -> str:
+    path = cmake_dir / "llama_mtp_probes.txt"
+    return path.read_text(encoding="utf-8").strip() if path.is_file() else "not run"
 
 
 def _install(plan: _Plan, mtp: MtpSupport, env: dict[str, str]) -> dict[str, str]:
@@ -562,7 +616,8 @@ def _record(
         "platform": plan.plat.name,
         "backend": plan.backend,
         "tag": plan.tree.name,
-        "commit": plan.tree.commit,
+        "commit": plan.tree.commit_label,
+        "licenses": licence_status(plan.tree.root),
         "compiler": {
             "c": _compiler_description(plan.toolchain.c_compiler),
             "cxx": _compiler_description(plan.toolchain.cxx_compiler),

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from generator.build.native import BuildResult, build_native
 from generator.errors import BindgenError
@@ -24,6 +25,9 @@ from generator.sources.tree import Tree
 from generator.verify.layout_check import cffi_values, compare, ir_values
 from generator.verify.layout_probe import ProbeError, probe_runner, run_probe
 from generator.verify.symbols_gate import check_symbols
+
+if TYPE_CHECKING:
+    from generator.smoke import SmokeReport
 
 PASSED = "passed"
 FAILED = "failed"
@@ -162,7 +166,12 @@ def _headers(build: BuildResult) -> list[str]:
 
 def smoke_gate(run: PlatformRun) -> GateOutcome:
     """Greedy generation with and without MTP on the test models (``generator.smoke``)."""
-    from generator.smoke import run_smoke
+    return smoke_gate_with_report(run)[0]
+
+
+def smoke_gate_with_report(run: PlatformRun) -> tuple[GateOutcome, SmokeReport]:
+    """The smoke gate, and the smoke's report (its checks and the modes it ran)."""
+    from generator.smoke import run_smoke, test_vocabulary
 
     assert run.build is not None
     report = run_smoke(
@@ -171,10 +180,11 @@ def smoke_gate(run: PlatformRun) -> GateOutcome:
         run.package_parent,
         run.logs / "smoke",
         backend=run.backend,
+        vocabulary=test_vocabulary(run.tree.root),
     )
     log = _write(run.logs / "smoke.log", report.table() + "\n")
     status = {"passed": PASSED, "failed": FAILED}.get(report.status, NOT_RUN)
-    return GateOutcome("smoke", status, report.reason or report.status, log)
+    return GateOutcome("smoke", status, report.reason or report.status, log), report
 
 
 def platform_gates(

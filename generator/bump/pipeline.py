@@ -4,7 +4,8 @@ every gate of every platform built here passed.
 Stages: fetch -> generate (into a work folder) -> diff (against the pinned bindings) -> build
 (each platform this machine can build) -> verify (symbols, layout, smoke per platform) -> record
 (generated/, releases.toml, CHANGELOG.md, the API/ABI report). Work files and logs live under
-``<cache>/bump/<commit12>/``, never in the repository.
+``<cache>/bump/<key>/`` (the tree's cache key), never in the repository. (The fetch itself may
+add the tag's PyPI source to ``tag-sources.toml``: that is the fetch's record, not the pin.)
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from generator.emit import PACKAGE_NAME, emit_package
 from generator.errors import BindgenError
 from generator.ir.interface import Interface
 from generator.parse.frontend import parse_tree
-from generator.paths import default_cache_dir
+from generator.paths import TAG_SOURCES, default_cache_dir
 from generator.platforms import (
     GPU_BACKEND_APT,
     GPU_BACKEND_BUILDS,
@@ -57,6 +58,7 @@ from generator.platforms import (
 from generator.releases import load_document, load_releases
 from generator.sources.fetch import FetchResult, fetch_tree
 from generator.sources.licenses import llama_license
+from generator.sources.tag_sources import load_tag_sources
 from generator.templating import environment
 
 STAGES = ("fetch", "generate", "diff", "build", "verify", "record")
@@ -182,7 +184,7 @@ def run_bump(options: BumpOptions, hooks: BumpHooks | None = None) -> BumpReport
     report = _fetch(options, repo)
     fetched, work = report.fetched, report.work
 
-    _stage(2, "generate", f"bindings for {fetched.tag or fetched.commit[:12]}")
+    _stage(2, "generate", f"bindings for {fetched.name}")
     api = parse_tree(fetched, progress=True)  # the one parse of this bump: the builds take it
     package_parent = work / "generated"
     emit_package(api, package_parent, llama_license=llama_license(fetched.root))
@@ -212,8 +214,9 @@ def _fetch(options: BumpOptions, repo: Path) -> BumpReport:
         allow_dirty=options.allow_dirty,
         github_base=options.github_base,
         releases=load_releases(repo / "releases.toml"),
+        tag_sources=repo / TAG_SOURCES,
     )
-    work = (options.cache or default_cache_dir()) / "bump" / fetched.commit[:12]
+    work = (options.cache or default_cache_dir()) / "bump" / fetched.cache_key
     if work.exists():
         shutil.rmtree(work)
     (work / "logs").mkdir(parents=True)
@@ -288,19 +291,36 @@ def _gate(
     return failed
 
 
-def _release_entry(doc: tomlkit.TOMLDocument, fetched: FetchResult) -> tuple[str, Any]:
-    """The releases.toml entry of the fetched commit (added when new) and its ref."""
-    entries = [e for e in doc.get("release", []) if e.get("commit") == fetched.commit]
+def _same_tree(entry: Any, fetched: FetchResult) -> bool:
+    if fetched.commit:
+        return bool(entry.get("commit") == fetched.commit)
+    return not entry.get("commit") and entry.get("digest") == fetched.digest
+
+
+def _release_entry(doc: tomlkit.TOMLDocument, fetched: FetchResult, repo: Path) -> tuple[str, Any]:
+    """The releases.toml entry of the fetched tree (added when new) and its ref. A tree with no
+    known commit (a tag from a PyPI sdist) is recorded with ``commit = ""``, the note saying
+    why, and the sdist ``tag-sources.toml`` records for it, so that it can be fetched again."""
+    entries = [e for e in doc.get("release", []) if _same_tree(e, fetched)]
     if entries:
         return str(entries[0]["ref"]), entries[0]
     ref = fetched.tag or fetched.commit[:7]
+    pin = load_tag_sources(repo / TAG_SOURCES).get(fetched.tag) if not fetched.commit else None
     entry = tomlkit.table()
     for key, value in (
         ("ref", ref), ("tag", fetched.tag), ("commit", fetched.commit),
+        *([("commit_note", pin.commit_note)] if pin is not None else []),
         ("digest", fetched.digest), ("digest_algorithm", "llama-bindgen-tree-v1"),
         ("mtp", fetched.has_mtp_api),
     ):  # fmt: skip
         entry[key] = value
+    if pin is not None:
+        sdist = tomlkit.table()
+        for key, value in (("package", pin.package), ("version", pin.version),
+                           ("sha256", pin.sha256), ("subdir", pin.subdir)):  # fmt: skip
+            sdist[key] = value
+        entry["sdist"] = tomlkit.aot()
+        entry["sdist"].append(sdist)
     entry.trivia.indent = "\n"  # a blank line before the new [[release]], as between the others
     doc.setdefault("release", tomlkit.aot()).append(entry)
     return ref, entry
@@ -316,7 +336,7 @@ def _changelog(
         for p, results in report.outcomes.items()
     ]
     entry_md = environment().get_template("bump/changelog_entry.md.j2").render(
-        ref=ref, tag=fetched.tag, commit=fetched.commit, digest=fetched.digest,
+        ref=ref, tag=fetched.tag, commit=fetched.commit_label, digest=fetched.digest,
         provider=fetched.provider, generator_version=__version__, previous=previous,
         summary=report.diff_summary, report=report_rel, rows=rows,
     )  # fmt: skip
@@ -337,7 +357,7 @@ def _record(
     from generator.release.gates import GateRecord, PlatformGates, set_gate_record
 
     doc = load_document(repo / "releases.toml")
-    ref, entry = _release_entry(doc, fetched)
+    ref, entry = _release_entry(doc, fetched, repo)
     report_rel = f"reports/api-diff-{ref}.md"
     # re-recording the current pin (after a toolchain change) keeps its report and changelog entry
     same_pin = doc.get("pinned") == ref and "notes" in entry
@@ -363,7 +383,7 @@ def _record(
     _replace(repo, files, api, llama_license(fetched.root))
 
 
-def _replace(repo: Path, files: dict[str, str], api: Interface, license_text: bytes) -> None:
+def _replace(repo: Path, files: dict[str, str], api: Interface, license_text: bytes | None) -> None:
     """Write ``files`` (relative to ``repo``) and generated/ together: on any failure every one
     of them is put back as it was."""
     staging = Path(tempfile.mkdtemp(prefix=".bump-", dir=repo))

@@ -18,7 +18,8 @@ def register(subparsers: Any) -> None:
             "Configure and build (CMake, Ninja, ccache when present) the shared libraries of a "
             "fetched llama.cpp tree and the MTP wrapper for one platform. Output: "
             "<out>/<platform>/{lib,include,build-info.json}; default <out> is "
-            "<cache>/native/<commit12>. The last stdout line is the platform folder."
+            "<cache>/native/<key> (the short commit, or tag-<tag>-<digest12> for a tree whose "
+            "commit is unknown). The last stdout line is the platform folder."
         ),
     )
     parser.add_argument("--tree", type=Path, required=True, help="llama.cpp tree (from `fetch`)")
@@ -48,6 +49,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"backend: {result.info.get('backend', 'cpu')}")
     print(f"llama.cpp: {result.info['tag']} ({result.info['commit']})")
     print(f"mtp: {result.mtp.describe()}")
+    if str(result.info.get("licenses", "present")).startswith("missing"):
+        print(f"licenses: {result.info['licenses']} (release refuses to ship this build)")
     for rel in sorted(result.info["libraries"]):
         print(f"library: {rel} sha256:{result.info['libraries'][rel]}")
     print(result.platform_dir)

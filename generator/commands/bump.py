@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
             platforms=tuple(args.platform or ()),
         )
     )
-    print(f"pinned {report.fetched.ref} ({report.fetched.commit}); work folder {report.work}")
+    print(f"pinned {report.fetched.ref} ({report.fetched.commit_label}); work folder {report.work}")
     return 0
 
 

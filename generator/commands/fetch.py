@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         github_base=github_base(args),
         allow_dirty=args.allow_dirty,
     )
-    print(f"commit {result.commit}")
+    print(f"commit {result.commit_label}")
     print(f"digest {result.digest}")
     print(f"provider {result.provider}{' (cache)' if result.from_cache else ''}")
     print(result.root)
@@ -69,7 +69,9 @@ def register(subparsers: Any) -> None:
         description=(
             "Resolve REF (a tag such as b11312, or a full or abbreviated commit), obtain the tree "
             "from the first provider that works (GitHub archive, --mirror, --source, a PyPI sdist "
-            "that vendors the commit), verify its content digest and print its path last."
+            "that vendors the commit; for a tag bN releases.toml does not pin, the PyPI sdist "
+            "that vendors it, recorded in tag-sources.toml on first fetch and held to that "
+            "record after), verify its content digest and print its path last."
         ),
     )
     parser.add_argument("ref", metavar="REF")

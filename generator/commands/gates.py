@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     bindings_parent: Path = (
         args.bindings or checkout_generated("gates without --bindings")
     ).resolve()
-    api = _bindings_interface(bindings_parent, tree.commit)
+    api = _bindings_interface(bindings_parent, tree.commit_label)
     out: Path | None = args.out
 
     def builder(tree_root: Path, platform: str) -> Any:

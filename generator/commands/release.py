@@ -23,8 +23,9 @@ from generator.release.notes import NOTES_NAME
 from generator.releases import load_releases, resolve_ref
 
 
-def default_native_dir(commit: str) -> Path:
-    return default_cache_dir() / "native" / commit[:12]
+def default_native_dir(key: str) -> Path:
+    """Where ``llama-bindgen build`` puts the builds of the tree with cache key ``key``."""
+    return default_cache_dir() / "native" / key
 
 
 def run(args: argparse.Namespace) -> int:
@@ -42,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     inputs = ReleaseInputs(
         release=rel,
         gates=parse_gate_record(rel.ref, rel.extra),
-        native_dir=args.native or default_native_dir(rel.commit),
+        native_dir=args.native or default_native_dir(rel.cache_key),
         generated_dir=args.generated or checkout_generated("release without --generated"),
         notes_path=notes_path,
     )
@@ -88,7 +89,8 @@ def register(subparsers: Any) -> None:
         "--native",
         type=Path,
         default=None,
-        help="folder of native builds (default: <cache>/native/<commit12>)",
+        help="folder of native builds (default: <cache>/native/<key>: the short commit, or "
+        "tag-<tag>-<digest12> for a tree whose commit is unknown)",
     )
     parser.add_argument(
         "--generated", type=Path, default=None, help="bindings folder (default: generated/)"

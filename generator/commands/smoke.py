@@ -12,6 +12,7 @@ from generator.emit import PACKAGE_NAME
 from generator.errors import GateFailedError, GateNotRunError, UsageError
 from generator.paths import checkout_generated
 from generator.platforms import BUILT_BACKENDS, PLATFORMS
+from generator.releases import UNKNOWN_COMMIT
 
 
 def register(subparsers: Any) -> None:
@@ -73,16 +74,21 @@ def register(subparsers: Any) -> None:
 
 
 def _bindings_commit(bindings_parent: Path) -> str:
+    """The ref to fetch the bindings' tree by: their commit, or their tag when the commit is
+    unknown (recorded as ``unknown (...)``: a tag from a PyPI sdist)."""
     manifest = bindings_parent / PACKAGE_NAME / "abi_manifest.json"
     if not manifest.is_file():
         raise UsageError(f"{manifest} not found: run `llama-bindgen generate` first")
-    commit: str = json.loads(manifest.read_text(encoding="utf-8"))["commit"]
+    data = json.loads(manifest.read_text(encoding="utf-8"))
+    commit: str = data["commit"]
+    if commit.startswith(UNKNOWN_COMMIT) and data.get("tag"):
+        return str(data["tag"])
     return commit
 
 
 def run(args: argparse.Namespace) -> int:
     from generator.build.native import build_native
-    from generator.smoke import NOT_RUN, SmokeReport, not_run_reason, run_smoke
+    from generator.smoke import NOT_RUN, SmokeReport, not_run_reason, run_smoke, test_vocabulary
 
     platforms: list[str] = args.platform or ["linux-x86_64"]
     if args.lib_dir is not None and len(platforms) != 1:
@@ -117,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
             report = run_smoke(
                 platform, lib_dir, bindings_parent, Path(tmp) / platform,
                 model=args.model, max_tokens=args.max_tokens, draft_token_max=args.draft_max,
-                backend=args.backend,
+                backend=args.backend, vocabulary=test_vocabulary(tree),
             )  # fmt: skip
             print(report.table())
             reports.append(report)

@@ -81,10 +81,24 @@ def _deprecation(message: str | None) -> str:
 
 
 def has_mtp_api(api: Interface) -> bool:
-    """Whether llama.h has what the runtime's MTP path sets (load_mtp, n_rs_seq, NextN count)."""
+    """Whether llama.h has the MTP API the runtime's MTP path uses: the MTP context type and the
+    context's ``n_rs_seq`` (every tag since MTP landed). ``load_mtp`` and the NextN count came
+    later: :func:`mtp_api_features` says which of them a tree has."""
     fields = {(r.name, f.name) for r in api.records for f in r.fields}
-    needed = {("llama_model_params", "load_mtp"), ("llama_context_params", "n_rs_seq")}
-    return needed <= fields and any(f.name == "llama_model_n_layer_nextn" for f in api.functions)
+    members = {m.name for e in api.enums for m in e.members}
+    return "LLAMA_CONTEXT_TYPE_MTP" in members and ("llama_context_params", "n_rs_seq") in fields
+
+
+def mtp_api_features(api: Interface) -> dict[str, bool]:
+    """The parts of the MTP API that came after it and that the runtime must check for:
+    ``llama_model_params.load_mtp`` (before it, llama.cpp always loads a model's NextN layers)
+    and ``llama_model_n_layer_nextn`` (before it, the count is the GGUF key
+    ``<arch>.nextn_predict_layers``)."""
+    fields = {(r.name, f.name) for r in api.records for f in r.fields}
+    return {
+        "load_mtp_param": ("llama_model_params", "load_mtp") in fields,
+        "nextn_count_function": any(f.name == "llama_model_n_layer_nextn" for f in api.functions),
+    }
 
 
 def _guard_layouts(api: Interface) -> dict[str, Any]:
@@ -176,6 +190,7 @@ def build_context(api: Interface) -> tuple[dict[str, Any], Cdef]:
         "digest": api.source.digest,
         "has_wrapper": any(f.library == "llama_mtp" for f in api.functions),
         "runtime_mtp": has_mtp_api(api),
+        **mtp_api_features(api),
         "lib_dir_env": LIB_DIR_ENV,
         "skip_env": SKIP_ABI_CHECK_ENV,
         "cdef": cdef,
@@ -226,9 +241,11 @@ def render_files(api: Interface) -> tuple[dict[str, str], Cdef]:
     return rendered, cdef
 
 
-def emit_package(api: Interface, out_dir: Path, *, llama_license: bytes) -> EmitResult:
+def emit_package(api: Interface, out_dir: Path, *, llama_license: bytes | None) -> EmitResult:
     """Write ``out_dir/llama_bindings/`` (replacing it whole) and return what was written.
-    ``llama_license``: the tree's LICENSE, shipped beside the doc comments taken from llama.h."""
+    ``llama_license``: the tree's LICENSE, shipped beside the doc comments taken from llama.h;
+    None for a tree without one (a lean PyPI sdist's): the package then has no
+    ``LICENSE-llama.cpp``, and ``release`` refuses to ship it."""
     rendered, cdef = render_files(api)
     package_dir = out_dir / PACKAGE_NAME
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -237,7 +254,8 @@ def emit_package(api: Interface, out_dir: Path, *, llama_license: bytes) -> Emit
     try:
         for name, text in sorted(rendered.items()):
             (staging / name).write_text(text, encoding="utf-8", newline="\n")
-        (staging / LLAMA_LICENSE).write_bytes(llama_license)
+        if llama_license is not None:
+            (staging / LLAMA_LICENSE).write_bytes(llama_license)
         # keep prebuilt native libraries a user dropped into lib/
         if (package_dir / "lib").is_dir():
             os.replace(package_dir / "lib", staging / "lib")
@@ -251,5 +269,5 @@ def emit_package(api: Interface, out_dir: Path, *, llama_license: bytes) -> Emit
     finally:
         if staging.exists():
             shutil.rmtree(staging)
-    files = tuple(sorted([*rendered, LLAMA_LICENSE]))
+    files = tuple(sorted([*rendered, *([LLAMA_LICENSE] if llama_license is not None else [])]))
     return EmitResult(package_dir, files, cdef, tuple(cdef.unsupported))

@@ -23,6 +23,7 @@ from generator.parse.options import ENTRY_NAME, ParseOptions
 from generator.parse.types import UnsupportedType
 from generator.paths import wrapper_dir
 from generator.platforms import DEFAULT_TARGETS, HOST_TARGET
+from generator.releases import commit_label
 from generator.sources.tree import WRAPPER_HEADER, Tree, mtp_api_missing_reason
 from generator.sources.tree_metadata import TREE_METADATA, load_tree_metadata
 
@@ -220,8 +221,9 @@ def tree_source(
             )
         return Source(tag=tree.name, commit="", digest="")
     meta = meta or {}
+    recorded = commit_label(meta.get("commit", ""), meta.get("provider", "")) if meta else ""
     return Source(
         tag=tag if tag is not None else meta.get("tag", ""),
-        commit=commit if commit is not None else meta.get("commit", ""),
+        commit=commit if commit is not None else recorded,
         digest=meta.get("digest", ""),
     )

@@ -123,6 +123,21 @@ def _select(
     return admitted, sorted(left_out)
 
 
+def refuse_unlicensed(found: list[NativeBuild]) -> None:
+    """Refuse the release when a build's tree lacked llama.cpp's licence files (its
+    build-info.json ``licenses`` says what was missing): such a build is never shipped."""
+    for build in found:
+        status = build.info.get("licenses", "present")
+        if isinstance(status, str) and status.startswith("missing"):
+            what = status.removeprefix("missing").lstrip(": ")
+            raise ReleaseRefusedError(
+                f"cannot ship {build.folder}: it was built from llama.cpp "
+                f"{build.info.get('tag', '?')} (commit {build.info.get('commit', '?')}), whose "
+                f"tree lacks {what} (a lean PyPI sdist's tree; its {BUILD_INFO_NAME} records "
+                f"licenses = {status!r}); build from a tree that has its licence files"
+            )
+
+
 def _bindings_files(generated: Path, commit: str) -> list[str]:
     """The entries of ``generated`` to pack: the repository's generated/ (holding
     llama_bindings/) or a package folder itself."""
@@ -142,7 +157,9 @@ def _bindings_files(generated: Path, commit: str) -> list[str]:
     package = manifest_path.parent
     if not (package / LLAMA_LICENSE).is_file():
         raise ReleaseRefusedError(
-            f"{package} has no {LLAMA_LICENSE}: generate the bindings again with this llama-bindgen"
+            f"{package} has no {LLAMA_LICENSE}: generated from a tree without llama.cpp's LICENSE "
+            "(a lean PyPI sdist's: such bindings never ship), or by an older llama-bindgen "
+            "(generate them again)"
         )
     return sorted(p.name for p in generated.iterdir() if not p.name.startswith("."))
 
@@ -157,7 +174,8 @@ def assemble_release(inputs: ReleaseInputs, out: Path) -> AssembledRelease:
     tag = release_tag(rel)
     require_platforms(rel.ref, inputs.gates)
     _check_out(out)
-    found = find_native_builds(inputs.native_dir, rel.commit)
+    found = find_native_builds(inputs.native_dir, rel.commit_label)
+    refuse_unlicensed(found)
     admitted, left_out = _select(inputs, found)
     if not admitted:
         raise ReleaseRefusedError(
@@ -167,7 +185,7 @@ def assemble_release(inputs: ReleaseInputs, out: Path) -> AssembledRelease:
         )
     builds = [b for b, _ in admitted]
     gates = {(b.platform, b.backend): g for b, g in admitted}
-    bindings = _bindings_files(inputs.generated_dir, rel.commit)
+    bindings = _bindings_files(inputs.generated_dir, rel.commit_label)
     report = read_notes(inputs.notes_path)
 
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -190,10 +208,10 @@ def assemble_release(inputs: ReleaseInputs, out: Path) -> AssembledRelease:
             collect(inputs.generated_dir, f"llama-bindgen-bindings-{tag}", tuple(bindings)),
         )
         artifacts.append(Artifact.of(path, "bindings", "any", "any", "any"))
-        write_manifest(work / ASSETS_NAME, manifest(tag, rel.commit, rel.digest, artifacts))
+        write_manifest(work / ASSETS_NAME, manifest(tag, rel.commit_label, rel.digest, artifacts))
         notes = render_notes(
             tag=tag,
-            commit=rel.commit,
+            commit=rel.commit_label,
             digest=rel.digest,
             gates=list(gates.values()),
             artifacts=artifacts,

@@ -89,6 +89,14 @@ def _strategies(runtime: Any, libs: Any, plan: dict[str, Any]) -> dict[str, Any]
     reference = _strategy_run(runtime, libs, part, None, plan)
     runs = []
     for run in part["runs"]:
+        absent = [
+            reason
+            for kind in run["strategies"]
+            if (reason := runtime.strategy_support(kind, libs)) is not None
+        ]
+        if absent:  # the host decides whether that is a release without it, or a failure
+            runs.append({"name": run["name"], "absent": "; ".join(absent)})
+            continue
         try:
             runs.append(_strategy_run(runtime, libs, part, run, plan))
         except runtime.LlamaUnsupportedError as exc:

@@ -124,8 +124,10 @@ def _strip(name: str, prefix: str) -> str | None:
     return None
 
 
-def archive_prefix(archive: Path, marker: str = "include/llama.h") -> str:
-    """The folder inside ``archive`` that holds a llama.cpp tree (it contains ``marker``).
+def archive_prefix(archive: Path, marker: str = "include/llama.h", subdir: str = "") -> str:
+    """The folder inside ``archive`` that holds a llama.cpp tree (it contains ``marker``): the
+    shortest such path, or with ``subdir`` (where an sdist is known to vendor it, such as
+    ``thirdparty/llama.cpp``) the shortest one that ends with ``subdir``.
 
     Handles a GitHub archive (``llama.cpp-<ref>/``), a PyPI sdist
     (``<pkg>-<ver>/vendor/llama.cpp/``) and a tarball of a tree packed at its root.
@@ -136,10 +138,13 @@ def archive_prefix(archive: Path, marker: str = "include/llama.h") -> str:
             name = posixpath.normpath(member.name)
             if name == marker or name.endswith("/" + marker):
                 prefix = name[: -len(marker)].rstrip("/")
+                if subdir and not (prefix == subdir or prefix.endswith("/" + subdir)):
+                    continue
                 if best is None or len(prefix) < len(best):
                     best = prefix
     if best is None:
-        raise UnsafeArchiveError(f"{archive.name}: no {marker} inside: not a llama.cpp tree")
+        where = f" below {subdir}/" if subdir else ""
+        raise UnsafeArchiveError(f"{archive.name}: no {marker}{where} inside: not a llama.cpp tree")
     return best
 
 

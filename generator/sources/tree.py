@@ -14,6 +14,7 @@ from pathlib import Path
 from generator.errors import UsageError
 from generator.ir.interface import Source
 from generator.paths import wrapper_dir
+from generator.releases import UNKNOWN_COMMIT, commit_label, tree_key
 from generator.sources.tree_metadata import TREE_METADATA, load_tree_metadata
 
 MTP_ENUM = "LLAMA_CONTEXT_TYPE_MTP"
@@ -33,6 +34,10 @@ def mtp_api_missing_reason(root: Path) -> str | None:
 
 @dataclass(frozen=True)
 class Tree:
+    """``commit`` is the full commit, or ``""`` when the tree's source states none (a tag taken
+    from a PyPI sdist): such a tree is named by its tag and content digest (:attr:`cache_key`)
+    and its commit is shown and recorded as :attr:`commit_label`, never guessed."""
+
     root: Path
     ref: str
     tag: str
@@ -42,12 +47,24 @@ class Tree:
 
     @property
     def commit12(self) -> str:
-        return self.commit[:12]
+        """The short commit, for messages ("unknown" when it is)."""
+        return self.commit[:12] or UNKNOWN_COMMIT
+
+    @property
+    def commit_label(self) -> str:
+        """The commit as it is shown and recorded: ``unknown (<provider>)`` when unknown."""
+        return commit_label(self.commit, self.provider)
+
+    @property
+    def cache_key(self) -> str:
+        """The name of the tree's cache folders (``native/<key>``, ``build/<platform>-<key>-…``,
+        ``bump/<key>``): the short commit, else ``tag-<tag>-<digest12>``."""
+        return tree_key(self.commit, self.tag, self.digest)
 
     @property
     def name(self) -> str:
-        """The tag, else the ref it was fetched as, else the short commit."""
-        return self.tag or self.ref or self.commit12
+        """The tag, else the ref it was fetched as, else the cache key."""
+        return self.tag or self.ref or self.cache_key
 
     @property
     def mtp_api_missing_reason(self) -> str | None:
@@ -66,7 +83,7 @@ class Tree:
     @property
     def source(self) -> Source:
         """What the IR records about where it came from."""
-        return Source(tag=self.tag, commit=self.commit, digest=self.digest)
+        return Source(tag=self.tag, commit=self.commit_label, digest=self.digest)
 
     @staticmethod
     def read(root: Path) -> Tree:
@@ -80,9 +97,15 @@ class Tree:
                 f"{root} has no {TREE_METADATA}: build trees obtained with `llama-bindgen fetch`"
             )
         commit = meta.get("commit", "")
-        if len(commit) != 40 or any(c not in "0123456789abcdef" for c in commit):
+        if commit and (len(commit) != 40 or any(c not in "0123456789abcdef" for c in commit)):
             raise UsageError(
-                f"{root / TREE_METADATA}: 'commit' is not a 40-digit hex commit: {commit!r}"
+                f"{root / TREE_METADATA}: 'commit' is neither a 40-digit hex commit nor '' "
+                f"(unknown): {commit!r}"
+            )
+        if not commit and not meta.get("digest", "").startswith("sha256:"):
+            raise UsageError(
+                f"{root / TREE_METADATA}: the commit is unknown and no content digest names the "
+                "tree: fetch it again with `llama-bindgen fetch`"
             )
         return Tree(
             root=root,

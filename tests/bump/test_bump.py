@@ -38,10 +38,15 @@ def test_failing_gate_leaves_repo_byte_identical(tmp_path: Path, tree_b11312: Pa
     assert snapshot(repo) == before
 
 
-def test_unknown_tag_changes_nothing(tmp_path: Path) -> None:
+def test_unknown_tag_changes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No GitHub, and no PyPI sdist vendors the tag (pip is faked: offline)."""
+    from generator.sources import providers
+    from tests.sources.pypi import FakePip
+
+    monkeypatch.setattr(providers, "pip_download", FakePip())
     repo = fake_repo(tmp_path)
     before = snapshot(repo)
-    with pytest.raises(SourceError, match="no provider to try"):
+    with pytest.raises(SourceError, match="no PyPI sdist of b999999999 found"):
         run_bump(BumpOptions("b999999999", repo, cache=tmp_path / "cache", github_base=None))
     assert snapshot(repo) == before
 

@@ -74,14 +74,13 @@ def test_tree_without_metadata_needs_tag_and_commit(tmp_path: Path) -> None:
     assert "commit " + "c" * 40 in (out / "llama_bindings" / "enums.py").read_text()
 
 
-def test_tree_without_a_licence_is_refused(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """The bindings ship llama.cpp's licence beside llama.h's doc comments: no LICENSE, no
-    bindings (and nothing written)."""
+def test_tree_without_a_licence_gives_bindings_without_one(tmp_path: Path) -> None:
+    """The bindings ship llama.cpp's licence beside llama.h's doc comments when the tree has one;
+    a tree without (a lean PyPI sdist's) gives bindings without it, which `release` refuses to
+    ship (tests/release/test_tag_source_release.py); no licence text is made up."""
     tree = _tree(tmp_path / "tree", BROKEN.replace("llama_undeclared_t a;", "int32_t a;"))
     (tree / "LICENSE").unlink()
     out = tmp_path / "generated"
-    assert main(["generate", "--tree", str(tree), "--out", str(out), "--no-wrapper"]) == 2
-    assert "no LICENSE" in capsys.readouterr().err
-    assert not out.exists()
+    assert main(["generate", "--tree", str(tree), "--out", str(out), "--no-wrapper"]) == 0
+    assert (out / "llama_bindings" / "__init__.py").is_file()
+    assert not (out / "llama_bindings" / "LICENSE-llama.cpp").exists()

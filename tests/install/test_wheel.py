@@ -27,7 +27,14 @@ from tests.trees import llama_tree
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]
 
-SOURCES = ("pyproject.toml", "README.md", "LICENSE", "releases.toml", "generator")
+SOURCES = (
+    "pyproject.toml",
+    "README.md",
+    "LICENSE",
+    "releases.toml",
+    "tag-sources.toml",
+    "generator",
+)
 
 
 def _copy_sources(dest: Path) -> Path:

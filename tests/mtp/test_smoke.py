@@ -164,7 +164,7 @@ def test_c_driver_generates_what_the_python_runtime_generates(
 
     plat = get_platform("linux-x86_64")
     plan = {"lib_dir": str(host_build.lib_dir), "max_tokens": 32, "n_ctx": 512,
-            "draft_token_max": 3, "models": _models(tmp_path / "work", None)}  # fmt: skip
+            "draft_token_max": 3, "models": _models(tmp_path / "work", None, "test")}  # fmt: skip
     c_data, why = run_c_driver(plat, execution_here(plat), plan, tmp_path / "c")
     assert c_data is not None and c_data["ok"], why
     (tmp_path / "py").mkdir()

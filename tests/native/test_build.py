@@ -13,7 +13,6 @@ from generator.build.build_info import wrapper_sources_sha256
 from generator.build.cmake_driver import BuildError
 from generator.build.native import build_dir_for, build_native
 from generator.commands import build as build_command
-from generator.errors import SourceError
 from generator.hashing import file_sha256
 from generator.paths import default_cache_dir
 from generator.platforms import get_platform
@@ -35,7 +34,12 @@ def test_host_build_layout_and_info(native_build: BuildFactory, tree_b11312: Pat
     info = json.loads(info_path.read_text())
     assert info["commit"] == meta["commit"] and info["tag"] == meta["tag"]
     assert info["platform"] == "linux-x86_64"
-    assert info["mtp"] == {"status": "supported", "reason": ""}
+    assert info["mtp"]["status"] == "supported" and info["mtp"]["reason"] == ""
+    # the wrapper's probes chose b11312's own variants (the newest of each facet)
+    assert info["mtp"]["probes"].startswith(
+        "CORE=core BATCH=common_batch DECODE=llama_process DRAFT_SLOT=draft_pos0 EMBD=embd_nextn "
+        "N_LAYER_NEXTN=n_layer_nextn CTX_OTHER=ctx_other"
+    )
     assert info["cmake_options"]["GGML_NATIVE"] == "OFF"
     assert info["cmake_options"]["BUILD_SHARED_LIBS"] == "ON"
     assert info["compiler"]["cxx"]
@@ -135,31 +139,76 @@ def _write_fake_tree(tree: Path, commit: str) -> None:
     (tree / ".llama-bindgen-tree.json").write_text(json.dumps({"tag": "fake", "commit": commit}))
 
 
-def test_wrapper_build_failure_does_not_block_the_libraries(tmp_path: Path) -> None:
+def test_a_tree_with_the_mtp_api_that_the_wrapper_cannot_build_fails_naming_the_probe(
+    tmp_path: Path,
+) -> None:
+    """The fake tree declares the MTP API but none of what the wrapper uses: the build gate
+    fails with the probe that matched no variant and the compiler's first error, never a build
+    without MTP or a later error in its place."""
     tree = tmp_path / "fake-tree"
     _write_fake_tree(tree, "e" * 40)
-    result = build_native(tree, "linux-x86_64", out=tmp_path / "out")
+    out = tmp_path / "out"
     try:
-        assert not result.mtp.supported
-        assert "failed to build" in result.mtp.reason
-        assert result.info["mtp"]["status"] == "unsupported"
-        assert result.info["cmake_options"]["LLAMA_MTP"] == "OFF"
-        assert (result.lib_dir / "libllama.so").is_file()
-        assert not (result.lib_dir / "libllama_mtp.so").exists()
-        kept = build_dir_for(Tree.read(tree), result.platform) / "logs" / "build-with-mtp.log"
-        assert "llama_mtp.cpp" in kept.read_text()
+        with pytest.raises(BuildError) as caught:
+            build_native(tree, "linux-x86_64", out=out)
+        message = str(caught.value)
+        assert "the MTP wrapper against this tree" in message
+        assert "probe CORE: the tree matches none of the known variants (core)" in message
+        assert "first compiler error:" in message and "error" in message.split("first compiler")[1]
+        assert "API-mode" not in message
+        assert not (out / "linux-x86_64" / "lib").exists()
     finally:
-        shutil.rmtree(build_dir_for(Tree.read(tree), result.platform), ignore_errors=True)
+        shutil.rmtree(
+            build_dir_for(Tree.read(tree), get_platform("linux-x86_64")), ignore_errors=True
+        )
 
 
-def test_a_tree_without_a_licence_is_refused_before_building(tmp_path: Path) -> None:
+def test_the_tracking_issue_of_such_a_tree_leads_with_the_probe_line(tmp_path: Path) -> None:
+    """The build gate's detail is the failure's line, and the tracking workflow's issue
+    (``propose --failed``) lists it as the build gate's failure."""
+    from generator.bump.gates import PlatformRun, build_gate, to_json
+    from generator.commands.propose import failures
+    from generator.ir.interface import Interface, Source
+
+    tree = tmp_path / "fake-tree"
+    _write_fake_tree(tree, "c" * 40)
+    run = PlatformRun(
+        "linux-x86_64",
+        Tree.read(tree),
+        Interface(Source("fake", "", ""), "", (), ()),
+        tmp_path,
+        tmp_path / "logs",
+    )
+    try:
+        outcome, result = build_gate(
+            run, lambda root, platform: build_native(root, platform, out=tmp_path / "o")
+        )
+        assert result is None and outcome.status == "failed"
+        lines = failures(json.loads(to_json({"linux-x86_64": [outcome]})))
+        assert len(lines) == 1 and lines[0].startswith("- linux-x86_64: build failed: ")
+        assert "probe CORE: the tree matches none of the known variants" in lines[0]
+    finally:
+        shutil.rmtree(
+            build_dir_for(Tree.read(tree), get_platform("linux-x86_64")), ignore_errors=True
+        )
+
+
+def test_a_tree_without_a_licence_builds_and_says_so(tmp_path: Path) -> None:
+    """A lean sdist's tree (no LICENSE) is built and gated; build-info.json records what it
+    lacks, which is what `release` refuses to ship (tests/release)."""
     tree = tmp_path / "fake-tree"
     _write_fake_tree(tree, "d" * 40)
     (tree / "LICENSE").unlink()
-    with pytest.raises(SourceError, match="no LICENSE"):
-        build_native(tree, "linux-x86_64", out=tmp_path / "out")
-    assert not build_dir_for(Tree.read(tree), get_platform("linux-x86_64")).exists()
-    assert not (tmp_path / "out").exists()
+    (tree / "include" / "llama.h").write_text("int llama_fake(void);\n")  # no MTP API: no wrapper
+    try:
+        result = build_native(tree, "linux-x86_64", out=tmp_path / "out")
+        assert result.info["licenses"].startswith("missing: LICENSE")
+        assert not result.mtp.supported and "predates the MTP API" in result.mtp.reason
+        assert (result.lib_dir / "libllama.so").is_file()
+    finally:
+        shutil.rmtree(
+            build_dir_for(Tree.read(tree), get_platform("linux-x86_64")), ignore_errors=True
+        )
 
 
 def test_a_bump_parse_gives_the_build_what_its_own_parse_gives(tree_b11312: Path) -> None:
