@@ -1039,7 +1039,8 @@ class Context:
         comes whole, with the token that completes it) and text that could begin a ``stop``
         sequence is held back until it cannot; text still held when the generation ends after its
         last token comes in one more call with token :data:`TAIL_TOKEN`. Joined, the pieces are
-        ``result.text``. ``stop``: stop sequences (text). ``sampling``: a :class:`Sampling`
+        ``result.text``. ``stop``: a stop sequence (text) or a sequence of them; anything else is
+        a ``TypeError``. ``sampling``: a :class:`Sampling`
         (default: greedy); ``temperature``, ``top_k`` and ``seed`` are shorthands for its fields
         (not with ``sampling``). ``sampler``: a caller's own ``llama_sampler`` chain instead, used
         as it is (not reset, not freed; it must select a token, e.g. end with greedy or dist).
@@ -1107,7 +1108,7 @@ class Context:
         if self._busy:
             raise LlamaRuntimeError("the context is generating already (a stream is open)")
         return _Plan(
-            tokens, max_tokens, tuple(options.get("stop", ())), options.get("on_token"),
+            tokens, max_tokens, _stop_sequences(options.get("stop")), options.get("on_token"),
             options.get("cancel"), sampling, sampler, grammar, reuse_prefix,
         )  # fmt: skip
 
@@ -1359,6 +1360,21 @@ class Context:
         self.close()
 
 
+def _stop_sequences(stop: object) -> tuple[str, ...]:
+    """``stop=`` as a tuple: one string is one stop sequence (never its characters); a list or
+    tuple of strings as given; None: none. Anything else is a TypeError."""
+    if stop is None:
+        return ()
+    if isinstance(stop, str):
+        return (stop,)
+    if isinstance(stop, Sequence) and not isinstance(stop, (bytes, bytearray)):
+        bad = [item for item in stop if not isinstance(item, str)]
+        if not bad:
+            return tuple(stop)
+        raise TypeError(f"stop= takes strings; got {type(bad[0]).__name__} {bad[0]!r} in it")
+    raise TypeError(f"stop= takes a string or a sequence of strings, not {type(stop).__name__}")
+
+
 def _role_content(message: ChatMessage | Mapping[str, str]) -> tuple[str, str]:
     if isinstance(message, ChatMessage):
         return message.role, message.content
@@ -1525,7 +1541,7 @@ class GenerateOptions(TypedDict, total=False):
     """Keyword arguments of :meth:`Context.generate` and :meth:`Context.stream`."""
 
     max_tokens: int
-    stop: Sequence[str]
+    stop: str | Sequence[str]
     on_token: TokenCallback | None
     cancel: Cancellation | None
     sampling: Sampling | None

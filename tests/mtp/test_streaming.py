@@ -187,3 +187,20 @@ def test_two_streams_made_before_either_is_read(
             text = head + "".join(first)
     assert first.result is not None and len(first.result.tokens) == 4
     assert text == first.result.text
+
+
+def test_stop_takes_one_string_or_a_sequence_of_them(
+    runtime: Any, libs: Any, models: dict[str, Path]
+) -> None:
+    """A string is one stop sequence, never its characters (llama-cpp-python takes stop= both
+    ways); a list or tuple as given; anything else is a TypeError before anything is decoded."""
+    plain = generate(runtime, libs, models["plain"], mtp=False, max_tokens=12)
+    stop = plain.text[6:12]  # a sequence in the middle of the text, not its first character
+    assert len(stop) > 1 and plain.text.find(stop[0]) < plain.text.find(stop)
+    for given in (stop, [stop], (stop,)):
+        result = generate(runtime, libs, models["plain"], mtp=False, max_tokens=12, stop=given)
+        assert result.text == plain.text[: plain.text.find(stop)], given
+        assert result.finish_reason == runtime.FinishReason.STOP
+    for bad in (3, [stop, 3], b"x", {stop}):
+        with pytest.raises(TypeError, match="stop="):
+            generate(runtime, libs, models["plain"], mtp=False, max_tokens=12, stop=bad)
