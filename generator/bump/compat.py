@@ -12,7 +12,6 @@ that file. Nothing else in the repository changes; work files live under
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import sys
 import tarfile
@@ -42,14 +41,14 @@ from generator.releases import load_releases
 from generator.smoke import SmokeReport
 from generator.sources.fetch import FetchResult, fetch_tree
 from generator.sources.licenses import llama_license
-from generator.sources.tag_sources import load_tag_sources
+from generator.sources.providers import cached_sdist
+from generator.sources.tag_sources import load_tag_sources, tag_number
 from generator.templating import environment
 
 RESULTS_FILE = Path("reports") / "compat.json"
 RESULTS_FORMAT = 1
 README_BEGIN = "<!-- compat-table:begin (llama-bindgen compat writes this table) -->"
 README_END = "<!-- compat-table:end -->"
-_BUILD_TAG_NUMBER = re.compile(r"^b(\d+)$")
 # The smoke's strategy rows are named by the strategies they mix ("ngram-mod + draft-mtp").
 _MIX_SEPARATOR = " + "
 
@@ -100,11 +99,6 @@ class TagResult:
         return TagResult(**{k: data[k] for k in TagResult.__dataclass_fields__ if k in data})
 
 
-def tag_number(tag: str) -> int:
-    m = _BUILD_TAG_NUMBER.match(tag)
-    return int(m.group(1)) if m else -1
-
-
 def sdist_month(path: Path) -> str:
     """The month (YYYY-MM) most of an sdist's files are dated: when it was packed, which for
     these per-tag packages is within days of the tag. "" when the file cannot be read."""
@@ -125,10 +119,9 @@ def _sdist_path(fetched: FetchResult, repo: Path, cache: Path) -> Path | None:
     tag per release, so their files are dated by the tag); None for other trees (a pinned
     release's sdist, such as llama-cpp-python's, is dated by its own release, not the tag's)."""
     source = load_tag_sources(repo / TAG_SOURCES).get(fetched.tag)
-    if source is None or f"{source.package}=={source.version}" not in fetched.provider:
+    if source is None or source.sdist.requirement not in fetched.provider:
         return None
-    path = cache / "sdists" / f"{source.package.replace('-', '_')}-{source.version}.tar.gz"
-    return path if path.is_file() else None
+    return cached_sdist(source.sdist, cache / "sdists")
 
 
 def strategies_run(report: SmokeReport) -> list[str]:
@@ -171,7 +164,9 @@ def check_tag(tag: str, options: CompatOptions) -> TagResult:
     except BindgenError as exc:
         result.error = f"fetch: {exc}"
         return result
+    license_text = llama_license(fetched.root)
     _describe_tree(result, fetched, options.repo, cache)
+    result.licenses = "present" if license_text is not None else "missing"
     work = cache / "compat" / fetched.cache_key
     if work.exists():
         shutil.rmtree(work)
@@ -179,7 +174,7 @@ def check_tag(tag: str, options: CompatOptions) -> TagResult:
     try:
         _progress(tag, "generating its bindings")
         api = parse_tree(fetched, progress=True)
-        emit_package(api, work / "generated", llama_license=llama_license(fetched.root))
+        emit_package(api, work / "generated", llama_license=license_text)
     except BindgenError as exc:
         result.error = f"generate: {exc}"
         return result
@@ -195,7 +190,6 @@ def _describe_tree(result: TagResult, fetched: FetchResult, repo: Path, cache: P
     sdist = _sdist_path(fetched, repo, cache)
     result.month = sdist_month(sdist) if sdist is not None else ""
     result.mtp_api = fetched.has_mtp_api
-    result.licenses = "present" if llama_license(fetched.root) is not None else "missing"
 
 
 def _gate_platform(result: TagResult, key: str, fetched: FetchResult, api: Any, work: Path) -> None:
@@ -238,9 +232,12 @@ def load_results(path: Path) -> dict[str, TagResult]:
     return {entry["tag"]: TagResult.from_json(entry) for entry in data.get("tags", [])}
 
 
+def _by_tag(results: dict[str, TagResult]) -> list[TagResult]:
+    return sorted(results.values(), key=lambda r: tag_number(r.tag))
+
+
 def write_results(path: Path, results: dict[str, TagResult]) -> None:
-    ordered = sorted(results.values(), key=lambda r: (tag_number(r.tag), r.tag))
-    payload = {"format": RESULTS_FORMAT, "tags": [r.to_json() for r in ordered]}
+    payload = {"format": RESULTS_FORMAT, "tags": [r.to_json() for r in _by_tag(results)]}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
@@ -260,11 +257,15 @@ def describe_variants(probes: str) -> str:
 
 def render_table(results: dict[str, TagResult]) -> str:
     """The README's compatibility table (markdown), from the results."""
-    ordered = sorted(results.values(), key=lambda r: (tag_number(r.tag), r.tag))
     return (
         environment()
         .get_template("report/compat_table.md.j2")
-        .render(results=ordered, gates=GATES, not_run=NOT_RUN, describe_variants=describe_variants)
+        .render(
+            results=_by_tag(results),
+            gates=GATES,
+            not_run=NOT_RUN,
+            describe_variants=describe_variants,
+        )
     )
 
 
@@ -305,8 +306,8 @@ def run_compat(
     bad = [r for r in checked if not r.passed]
     lines = [f"{r.tag}: {r.error or '; '.join(r.failures) or 'no platform gated'}" for r in bad]
     if options.check:
-        lines += [f"{r.tag}: differs from {path} ({_difference(recorded.get(r.tag), r)})"
-                  for r in checked if _difference(recorded.get(r.tag), r)]  # fmt: skip
+        differences = ((r.tag, _difference(recorded.get(r.tag), r)) for r in checked)
+        lines += [f"{tag}: differs from {path} ({what})" for tag, what in differences if what]
     if lines:
         raise CompatFailed("tags that did not pass every gate or differ:\n  " + "\n  ".join(lines))
     return results

@@ -88,7 +88,7 @@ def _bindings_commit(bindings_parent: Path) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from generator.build.native import build_native
-    from generator.smoke import NOT_RUN, SmokeReport, not_run_reason, run_smoke, test_vocabulary
+    from generator.smoke import NOT_RUN, SmokeReport, not_run_reason, run_smoke, vocabulary_for_tree
 
     platforms: list[str] = args.platform or ["linux-x86_64"]
     if args.lib_dir is not None and len(platforms) != 1:
@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
             report = run_smoke(
                 platform, lib_dir, bindings_parent, Path(tmp) / platform,
                 model=args.model, max_tokens=args.max_tokens, draft_token_max=args.draft_max,
-                backend=args.backend, vocabulary=test_vocabulary(tree),
+                backend=args.backend, vocabulary=vocabulary_for_tree(tree),
             )  # fmt: skip
             print(report.table())
             reports.append(report)

@@ -80,22 +80,18 @@ def _deprecation(message: str | None) -> str:
     return f"Deprecated: {message}." if message else "Deprecated."
 
 
-def has_mtp_api(api: Interface) -> bool:
-    """Whether llama.h has the MTP API the runtime's MTP path uses: the MTP context type and the
-    context's ``n_rs_seq`` (every tag since MTP landed). ``load_mtp`` and the NextN count came
-    later: :func:`mtp_api_features` says which of them a tree has."""
-    fields = {(r.name, f.name) for r in api.records for f in r.fields}
-    members = {m.name for e in api.enums for m in e.members}
-    return "LLAMA_CONTEXT_TYPE_MTP" in members and ("llama_context_params", "n_rs_seq") in fields
-
-
-def mtp_api_features(api: Interface) -> dict[str, bool]:
-    """The parts of the MTP API that came after it and that the runtime must check for:
-    ``llama_model_params.load_mtp`` (before it, llama.cpp always loads a model's NextN layers)
-    and ``llama_model_n_layer_nextn`` (before it, the count is the GGUF key
+def mtp_api_facts(api: Interface) -> dict[str, bool]:
+    """What the runtime's MTP path needs to know of llama.h. ``runtime_mtp``: the MTP API it uses,
+    the MTP context type and the context's ``n_rs_seq`` (every tag since MTP landed). Two parts
+    came later and are checked for: ``load_mtp_param`` (``llama_model_params.load_mtp``; before
+    it, llama.cpp always loads a model's NextN layers) and ``nextn_count_function``
+    (``llama_model_n_layer_nextn``; before it, the count is the GGUF key
     ``<arch>.nextn_predict_layers``)."""
     fields = {(r.name, f.name) for r in api.records for f in r.fields}
+    members = {m.name for e in api.enums for m in e.members}
     return {
+        "runtime_mtp": "LLAMA_CONTEXT_TYPE_MTP" in members
+        and ("llama_context_params", "n_rs_seq") in fields,
         "load_mtp_param": ("llama_model_params", "load_mtp") in fields,
         "nextn_count_function": any(f.name == "llama_model_n_layer_nextn" for f in api.functions),
     }
@@ -189,8 +185,7 @@ def build_context(api: Interface) -> tuple[dict[str, Any], Cdef]:
         "commit": api.source.commit,
         "digest": api.source.digest,
         "has_wrapper": any(f.library == "llama_mtp" for f in api.functions),
-        "runtime_mtp": has_mtp_api(api),
-        **mtp_api_features(api),
+        **mtp_api_facts(api),
         "lib_dir_env": LIB_DIR_ENV,
         "skip_env": SKIP_ABI_CHECK_ENV,
         "cdef": cdef,

@@ -169,7 +169,7 @@ def _python_command(plat: Platform, run: Execution) -> tuple[list[str], str]:
     return ensure_aarch64_python().command(), f"{run.how} (Debian arm64 python3.11)"
 
 
-def test_vocabulary(tree_root: Path | None) -> str:
+def vocabulary_for_tree(tree_root: Path | None) -> str:
     """The test models' vocabulary a tree's model loader takes: llama.cpp's dummy ``test``
     tokenizer where ``src/llama-vocab.cpp`` knows it (later trees), else ``bytes`` (a
     SentencePiece vocabulary every tree loads). Without a tree: ``test``."""
@@ -445,7 +445,7 @@ def run_smoke(
 ) -> SmokeReport:
     """Smoke-test the libraries in ``lib_dir`` on ``platform`` (with the bindings in
     ``bindings_parent/llama_bindings`` where the platform's Python runs); ``model``: a real MTP
-    GGUF instead of the test models, ``vocabulary`` the test models' (:func:`test_vocabulary`).
+    GGUF instead of the test models, ``vocabulary`` the test models' (:func:`vocabulary_for_tree`).
     ``not-run`` with the reason where it cannot run here."""
     plat = get_platform(platform)
     try:

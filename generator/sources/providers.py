@@ -163,7 +163,7 @@ def _sha256_mismatch(name: str, expected: str, got: str) -> DigestMismatchError:
     )
 
 
-def _cached_sdist(sdist: Sdist, download_dir: Path) -> Path | None:
+def cached_sdist(sdist: Sdist, download_dir: Path) -> Path | None:
     stem = sdist.package.replace("-", "_")
     for candidate in sorted(download_dir.glob(f"{stem}-{sdist.version}.tar.gz")):
         return candidate
@@ -174,7 +174,7 @@ def obtain_sdist(sdist: Sdist, download_dir: Path, workdir: Path) -> Path:
     """``sdist``'s ``.tar.gz`` in ``download_dir`` (the cache's ``sdists/``): the copy there when
     its sha256 is the pinned one (any copy when ``sdist.sha256`` is ``""``: nothing pinned yet),
     else downloaded with pip; a download with another sha256 than the pinned one is refused."""
-    cached = _cached_sdist(sdist, download_dir)
+    cached = cached_sdist(sdist, download_dir)
     if cached is not None and sdist.sha256 and file_sha256(cached) != sdist.sha256:
         print(f"  cached {cached.name} has the wrong sha256; fetching again", file=sys.stderr)
         cached.unlink()
