@@ -93,7 +93,10 @@ batch::native & batch::rendered(llama_context * ctx) const {
     if (native_ == nullptr) {
         native_ = new native(ctx);
     }
-    fill(*native_, entries_);
+    if (stale_) {
+        fill(*native_, entries_);
+        stale_ = false;
+    }
     return *native_;
 }
 

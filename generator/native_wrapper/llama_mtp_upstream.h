@@ -37,19 +37,26 @@ class batch {
     batch(const batch &) = delete;
     batch & operator=(const batch &) = delete;
 
-    void clear() { entries_.clear(); }
+    void clear() {
+        entries_.clear();
+        stale_ = true;
+    }
     void add(llama_token token, llama_pos pos, llama_seq_id seq_id, bool output) {
         entries_.push_back(entry{token, pos, seq_id, output});
+        stale_ = true;
     }
     const std::vector<entry> & entries() const { return entries_; }
 
     struct native;  // the tree's batch object, built on demand
 
+    // The tree's batch for these entries, filled again only after they changed (a step decodes
+    // one batch and mirrors it to every strategy).
     native & rendered(llama_context * ctx) const;
 
   private:
     std::vector<entry> entries_;
     mutable native * native_ = nullptr;
+    mutable bool stale_ = true;
 };
 
 // Decode a batch on a context (llama_process or llama_decode, as the tree has). 0 on success.
