@@ -6,6 +6,8 @@ from typing import Final
 
 LLAMA_CPP_TAG: Final = "b11312"
 LLAMA_CPP_COMMIT: Final = "0c1e57098bba43ac29e6e3b677cdceebdd22334f"
+# how messages name the release: its tag, else the first 12 digits of its commit
+LLAMA_CPP_RELEASE: Final = LLAMA_CPP_TAG or LLAMA_CPP_COMMIT[:12]
 # llama.h has the MTP API the runtime's MTP path uses (the MTP context type, n_rs_seq)
 MTP_API: Final = True
 # llama_model_params.load_mtp exists (before it, llama.cpp always loads the NextN layers)

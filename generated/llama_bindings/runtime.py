@@ -36,6 +36,7 @@ llama.cpp does by itself.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import enum
 import errno
 import logging
@@ -49,15 +50,28 @@ from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypedDict, Unpack, cast
 
-from ._about import LLAMA_CPP_COMMIT, LOAD_MTP_PARAM, MTP_API, NEXTN_COUNT_FUNCTION
-from ._about import LLAMA_CPP_TAG as _TAG
+from ._about import LLAMA_CPP_RELEASE, LOAD_MTP_PARAM, MTP_API, NEXTN_COUNT_FUNCTION
 from ._ffi import SYMBOL_ERRORS
+from .errors import LlamaClosedError as LlamaClosedError
+from .errors import LlamaLoadError, LlamaRuntimeError, LlamaUnsupportedError
+from .lifetimes import NativeObject
 from .loader import Libraries, load
+from .params import (
+    FLASH_ATTN_CHOICES,
+    RopeScaling,
+    apply_rope,
+    check_count,
+    check_flag,
+    choose,
+    ggml_type,
+    requested_settings,
+    set_field,
+)
 
 if TYPE_CHECKING:
     from .api import LlamaLibrary
 
-LLAMA_CPP_TAG: Final = _TAG or LLAMA_CPP_COMMIT[:12]
+LLAMA_CPP_TAG: Final = LLAMA_CPP_RELEASE
 LOGGER: Final = logging.getLogger(__name__)
 LLAMA_LOGGER: Final = logging.getLogger("llama_bindings.llama_cpp")
 LLAMA_LOGGER.addHandler(logging.NullHandler())  # silent unless the application shows it
@@ -105,18 +119,6 @@ def _fill_batch(batch: Any, tokens: list[int], pos0: int) -> None:
     for i in range(n):
         seq_id[i][0] = 0
     batch.n_tokens = n
-
-
-class LlamaRuntimeError(RuntimeError):
-    """llama.cpp refused or failed an operation."""
-
-
-class LlamaUnsupportedError(LlamaRuntimeError):
-    """The requested combination is not supported; ``reason`` says why."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 class SpeculativeMode(enum.StrEnum):
@@ -384,22 +386,47 @@ class Sampling:
         )  # fmt: skip
 
 
-class _LlamaLog:
-    """Routes llama.cpp's (and ggml's) log to :data:`LLAMA_LOGGER`, or to stderr when verbose.
-
-    The C callback lives as long as the process (llama.cpp keeps the pointer), one per ffi, and
-    never raises: C calls it, from any thread. Pieces are joined into lines; a continuation
-    (GGML_LOG_LEVEL_CONT) keeps the level of the line it continues.
-    """
+class _LineJoiner:
+    """llama.cpp's log pieces joined into lines; a continuation (GGML_LOG_LEVEL_CONT) keeps the
+    level of the line it continues."""
 
     _LEVELS: Final = {1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNING, 4: logging.ERROR}
     _CONT: Final = 5
 
     def __init__(self) -> None:
-        self.verbose = False
-        self._lock = threading.Lock()
         self._line = ""
         self._level = logging.INFO
+        self.errors: list[str] = []  # a capture's error lines so far
+
+    def feed(self, level: int, message: str) -> list[tuple[int, str]]:
+        """The lines ``message`` completes, with their levels."""
+        done: list[tuple[int, str]] = []
+        if level != self._CONT:
+            if self._line:  # a new message while a line was open: that line ends
+                done.append((self._level, self._line))
+                self._line = ""
+            self._level = self._LEVELS.get(level, logging.INFO)
+        *lines, self._line = (self._line + message).split("\n")
+        return done + [(self._level, line) for line in lines if line]
+
+    def flush(self) -> list[tuple[int, str]]:
+        line, self._line = self._line, ""
+        return [(self._level, line)] if line else []
+
+
+class _LlamaLog:
+    """Routes llama.cpp's (and ggml's) log to :data:`LLAMA_LOGGER`, or to stderr when verbose.
+
+    The C callback lives as long as the process (llama.cpp keeps the pointer), one per ffi, and
+    never raises: C calls it, from any thread. While :meth:`capturing` runs, the error lines are
+    also kept for the caller, whatever the routing (a failed load says why in its exception).
+    """
+
+    def __init__(self) -> None:
+        self.verbose = False
+        self._lock = threading.Lock()
+        self._joiner = _LineJoiner()
+        self._captures: list[_LineJoiner] = []
         self._callbacks: dict[int, tuple[Any, Any]] = {}  # id(ffi) -> (ffi, its callback)
         self._libraries: dict[int, Any] = {}  # id(libllama) -> libllama, held so ids stay unique
 
@@ -427,24 +454,33 @@ class _LlamaLog:
         self._libraries[id(llama)] = llama
         llama.llama_log_set(callback, ffi.NULL)
 
+    @contextlib.contextmanager
+    def capturing(self) -> Iterator[list[str]]:
+        """The error lines llama.cpp logs (from any thread) while the block runs."""
+        capture = _LineJoiner()
+        errors: list[str] = []
+        with self._lock:
+            self._captures.append(capture)
+        try:
+            yield errors
+        finally:
+            with self._lock:
+                self._captures.remove(capture)
+                errors += capture.errors + [t for lv, t in capture.flush() if lv >= logging.ERROR]
+
     def _write(self, level: int, message: str) -> None:
+        with self._lock:
+            for capture in self._captures:
+                capture.errors += [
+                    t for lv, t in capture.feed(level, message) if lv >= logging.ERROR
+                ]
+            lines = [] if self.verbose else self._joiner.feed(level, message)
         if self.verbose:
             sys.stderr.write(message)
             sys.stderr.flush()
             return
-        for line_level, line in self._lines(level, message):
+        for line_level, line in lines:
             LLAMA_LOGGER.log(line_level, "%s", line)
-
-    def _lines(self, level: int, message: str) -> list[tuple[int, str]]:
-        with self._lock:
-            done: list[tuple[int, str]] = []
-            if level != self._CONT:
-                if self._line:  # a new message while a line was open: that line ends
-                    done.append((self._level, self._line))
-                    self._line = ""
-                self._level = self._LEVELS.get(level, logging.INFO)
-            *lines, self._line = (self._line + message).split("\n")
-            return done + [(self._level, line) for line in lines if line]
 
 
 _LLAMA_LOG: Final = _LlamaLog()
@@ -681,17 +717,27 @@ def _mtp_wrapper(libs: Libraries, what: str = "draft-mtp", strategies: bool = Fa
 
 class Model:
     """A model loaded from a GGUF file. ``load_mtp``: also load the MTP (NextN) layers, which
-    speculative mode draft-mtp needs. ``libs``: opened libraries (default: :func:`load` with
-    ``lib_dir``). ``verbose``: llama.cpp's log to stderr (True) or to the
+    speculative mode draft-mtp needs. ``n_gpu_layers`` (-1: all), ``main_gpu`` and
+    ``split_mode`` (``"none"``, ``"layer"``, ``"row"``, ...): offloading, None keeps llama.cpp's
+    default (:mod:`~llama_bindings.params`). ``libs``: opened libraries (default: :func:`load`
+    with ``lib_dir``). ``verbose``: llama.cpp's log to stderr (True) or to the
     ``llama_bindings.llama_cpp`` logger (False); ``None`` keeps the process-wide setting, which
-    starts as False (see :func:`set_llama_log`)."""
+    starts as False (see :func:`set_llama_log`). A file llama.cpp cannot load raises
+    :class:`LlamaLoadError` with the error lines llama.cpp logged, whatever the log's routing.
+
+    Lifetimes: closing a model (``close()``, leaving its ``with`` block, or its collection)
+    first closes every :class:`Context` on it and every context that uses it as a draft model;
+    after that, every method and property of those objects raises :class:`LlamaClosedError`.
+    """
 
     def __init__(
         self,
         path: str | os.PathLike[str],
         *,
         load_mtp: bool = False,
-        n_gpu_layers: int = 0,
+        n_gpu_layers: int | None = None,
+        main_gpu: int | None = None,
+        split_mode: str | None = None,
         libs: Libraries | None = None,
         lib_dir: str | os.PathLike[str] | None = None,
         verbose: bool | None = None,
@@ -699,43 +745,67 @@ class Model:
         if not os.path.isfile(path):
             what = "is not a file" if os.path.exists(path) else "does not exist"
             raise FileNotFoundError(errno.ENOENT, f"the model file {what}", os.fspath(path))
+        check_count(n_gpu_layers, "n_gpu_layers", -1)
+        check_count(main_gpu, "main_gpu", 0)
+        if load_mtp and not MTP_API:
+            raise LlamaUnsupportedError(
+                f"llama.cpp {LLAMA_CPP_TAG} has no MTP API: load_mtp is not available"
+            )
         self.libs = libs if libs is not None else load(lib_dir)
         _LLAMA_LOG.install(self.libs, verbose)
         self.ffi: Any = self.libs.ffi
         self.llama: LlamaLibrary = self.libs.llama
         self.load_mtp = load_mtp
-        self._handle: Any = self.ffi.NULL
         self.llama.llama_backend_init()
         params = self.llama.llama_model_default_params()
-        params.n_gpu_layers = n_gpu_layers
-        if load_mtp and not MTP_API:
-            raise LlamaUnsupportedError(
-                f"llama.cpp {LLAMA_CPP_TAG} has no MTP API: load_mtp is not available"
+        if n_gpu_layers is not None:
+            params.n_gpu_layers = n_gpu_layers
+        if main_gpu is not None:
+            params.main_gpu = main_gpu
+        if split_mode is not None:
+            params.split_mode = choose(
+                self.ffi, "llama_split_mode", "LLAMA_SPLIT_MODE_", "split_mode", split_mode
             )
         if load_mtp and LOAD_MTP_PARAM:
             params.load_mtp = True  # (releases before load_mtp always load the NextN layers)
-        handle = self.llama.llama_model_load_from_file(os.fsencode(path), params)
+        with _LLAMA_LOG.capturing() as errors:
+            handle = self.llama.llama_model_load_from_file(os.fsencode(path), params)
         if handle == self.ffi.NULL:
-            raise LlamaRuntimeError(
-                f"llama.cpp could not load the model {os.fspath(path)!r} (the file exists; "
-                "llama.cpp's log, on the llama_bindings.llama_cpp logger, says why)"
+            raise LlamaLoadError(
+                f"llama.cpp could not load the model {os.fspath(path)!r}", "; ".join(errors)
             )
-        self._handle = handle
-        self.vocab: Any = self.llama.llama_model_get_vocab(handle)
+        self._native = NativeObject("model", handle, self.llama.llama_model_free, self.ffi.NULL)
+        self._finalizer = self._native.finalize_with(self)
+        self._vocab: Any = self.llama.llama_model_get_vocab(handle)
 
     @property
     def handle(self) -> Any:
-        if self._handle == self.ffi.NULL:
-            raise LlamaRuntimeError("the model was closed")
-        return self._handle
+        """The ``llama_model *``; :class:`LlamaClosedError` once the model is closed."""
+        return self._native.pointer
+
+    @property
+    def native(self) -> NativeObject:
+        """The model's native object (contexts register on it to be closed first)."""
+        return self._native
+
+    @property
+    def vocab(self) -> Any:
+        """The model's ``llama_vocab *`` (it lives as long as the model)."""
+        self._native.pointer  # noqa: B018  (raises once closed)
+        return self._vocab
+
+    @property
+    def closed(self) -> bool:
+        return not self._native.alive
 
     @property
     def n_nextn_layers(self) -> int:
         """Number of NextN (MTP) layers the model file has (0: no MTP head)."""
+        handle = self.handle
         if not MTP_API:
             return 0
         if NEXTN_COUNT_FUNCTION:
-            return int(self.llama.llama_model_n_layer_nextn(self.handle))
+            return int(self.llama.llama_model_n_layer_nextn(handle))
         # Releases before llama_model_n_layer_nextn: the GGUF key the loader reads.
         arch = self.metadata_value("general.architecture")
         value = self.metadata_value(f"{arch}.nextn_predict_layers") if arch else None
@@ -787,6 +857,7 @@ class Model:
         raise LlamaRuntimeError(f"llama_token_to_piece failed for token {token}")
 
     def detokenize(self, tokens: Sequence[int]) -> str:
+        self.handle  # noqa: B018  (a closed model raises, with no tokens as well)
         return b"".join(self.token_bytes(t) for t in tokens).decode("utf-8", errors="replace")
 
     def is_end_of_generation(self, token: int) -> bool:
@@ -811,6 +882,7 @@ class Model:
         in ``template`` (a template text or a name llama.cpp knows, such as ``"chatml"``;
         default: the model's own), with the assistant's turn opened when ``add_generation_prompt``.
         llama.cpp recognises the template among the ones it supports; it does not run Jinja."""
+        self.handle  # noqa: B018  (a closed model raises)
         chosen = template if template is not None else self.chat_template
         if chosen is None:
             raise ChatTemplateError(
@@ -846,11 +918,12 @@ class Model:
         raise LlamaRuntimeError("llama_chat_apply_template failed")
 
     def close(self) -> None:
-        if self._handle != self.ffi.NULL:
-            self.llama.llama_model_free(self._handle)
-            self._handle = self.ffi.NULL
+        """Close the contexts that use the model, then free it; a second call does nothing."""
+        self._native.release()
+        self._finalizer.detach()
 
     def __enter__(self) -> Model:
+        self.handle  # noqa: B018  (a closed model raises)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -863,6 +936,20 @@ class Context:
     ``speculative``: :class:`SpeculativeDecoding` (default: none). With draft-mtp the model must
     have NextN layers and be loaded with ``load_mtp=True``, the libraries must include the
     ``llama_mtp`` wrapper, and ``n_seq_max`` must be 1.
+
+    llama.cpp's parameters (None keeps llama.cpp's own default; :attr:`settings` shows the
+    values the context has): ``n_ctx`` (0: the model's training context), ``n_batch`` (logical
+    batch), ``n_ubatch`` (physical batch; default: ``n_batch``), ``n_threads`` (generation) and
+    ``n_threads_batch`` (prompts and drafts; default: ``n_threads``; both default to at most 4,
+    the CPU count), ``flash_attn`` (``"auto"``, ``"on"``, ``"off"``), ``type_k``/``type_v`` (KV
+    cache element types by ggml name: ``"f16"``, ``"q8_0"``, ``"q4_0"``, ...; a quantised V
+    cache needs flash attention), ``swa_full`` (a full-size cache for sliding-window attention
+    layers), ``offload_kqv`` (the KV cache and its attention on the GPU), ``op_offload`` (host
+    tensor operations offloaded), ``rope`` (:class:`RopeScaling` overrides). A context llama.cpp
+    cannot create raises :class:`LlamaLoadError` with llama.cpp's error lines.
+
+    Closing the context (or its model) frees it; every method and property then raises
+    :class:`LlamaClosedError`, and an open :class:`Stream` of it raises at its next step.
     """
 
     def __init__(
@@ -871,47 +958,121 @@ class Context:
         *,
         n_ctx: int = 2048,
         n_batch: int = 512,
+        n_ubatch: int | None = None,
         n_threads: int | None = None,
+        n_threads_batch: int | None = None,
         n_seq_max: int = 1,
+        flash_attn: str | None = None,
+        type_k: str | None = None,
+        type_v: str | None = None,
+        swa_full: bool | None = None,
+        offload_kqv: bool | None = None,
+        op_offload: bool | None = None,
+        rope: RopeScaling | None = None,
         speculative: SpeculativeDecoding | None = None,
     ) -> None:
         self.model = model
         self.speculative = speculative if speculative is not None else SpeculativeDecoding()
         self.ffi: Any = model.ffi
         self.llama: LlamaLibrary = model.llama
-        self._ctx: Any = self.ffi.NULL
-        self._mtp: Any = self.ffi.NULL
         self._mtp_lib: _MtpWrapper | None = None
         self._history: list[int] = []
         self._cancel: Cancellation | None = None
         self._busy = False
+        check_count(n_ctx, "n_ctx", 0)
+        check_count(n_batch, "n_batch", 1)
+        check_count(n_ubatch, "n_ubatch", 1)
+        check_count(n_threads, "n_threads", 1)
+        check_count(n_threads_batch, "n_threads_batch", 1)
+        check_count(n_seq_max, "n_seq_max", 1)
+        flags = {"swa_full": swa_full, "offload_kqv": offload_kqv, "op_offload": op_offload}
+        for name, flag in flags.items():
+            check_flag(flag, name)
+        if rope is not None and not isinstance(rope, RopeScaling):
+            raise TypeError(f"rope must be a RopeScaling, not {type(rope).__name__}")
         if self.speculative.enabled:
             self._mtp_lib = self._check_mtp_supported(model, n_seq_max)
         params = self.llama.llama_context_default_params()
-        params.n_ctx = n_ctx
-        params.n_batch = n_batch
-        params.n_ubatch = n_batch
-        params.n_seq_max = n_seq_max
+        params.n_ctx, params.n_batch, params.n_seq_max = n_ctx, n_batch, n_seq_max
+        params.n_ubatch = n_ubatch if n_ubatch is not None else n_batch
         threads = n_threads if n_threads is not None else max(1, min(4, os.cpu_count() or 1))
         params.n_threads = threads
-        params.n_threads_batch = threads
+        params.n_threads_batch = n_threads_batch if n_threads_batch is not None else threads
+        self._set_options(params, flash_attn, {"type_k": type_k, "type_v": type_v}, flags)
+        if rope is not None:
+            apply_rope(self.ffi, params, rope)
         if MTP_API and self._mtp_lib is not None:
             # rollback snapshots for recurrent layers, and room to verify a whole draft
             params.n_rs_seq = self.speculative.draft_token_max
-        ctx = self.llama.llama_init_from_model(model.handle, params)
-        if ctx == self.ffi.NULL:
-            raise LlamaRuntimeError("llama.cpp could not create the context")
-        self._ctx = ctx
+        self._requested = requested_settings(self.ffi, params)
+        self._native = self._create(model, params)
+        self._finalizer = self._native.finalize_with(self)
         # C keeps this pointer while it is registered, so it lives as long as the context (peers'
         # failure: a collected callback called from C). It is registered only while a generation
         # with a Cancellation runs: llama.cpp calls it many times per token, which costs time.
         self._abort_callback: Any = self.ffi.callback("bool(void *)", self._should_abort)
+        self._mtp_native: NativeObject | None = None
         if self._mtp_lib is not None:
             try:
                 self._create_mtp(self._mtp_lib)
             except BaseException:
                 self.close()
                 raise
+
+    def _set_options(
+        self,
+        params: Any,
+        flash_attn: str | None,
+        kv_types: dict[str, str | None],
+        flags: dict[str, bool | None],
+    ) -> None:
+        struct, ffi = "llama_context_params", self.ffi
+        if flash_attn is not None:
+            if not isinstance(flash_attn, str) or flash_attn not in FLASH_ATTN_CHOICES:
+                names = ", ".join(FLASH_ATTN_CHOICES)
+                raise ValueError(f"flash_attn must be one of {names}; not {flash_attn!r}")
+            value = choose(
+                ffi, "llama_flash_attn_type", "LLAMA_FLASH_ATTN_TYPE_", "flash_attn",
+                FLASH_ATTN_CHOICES[flash_attn],
+            )  # fmt: skip
+            set_field(ffi, params, struct, "flash_attn_type", value, "flash_attn")
+        for name, kv_type in kv_types.items():
+            if kv_type is not None:
+                set_field(ffi, params, struct, name, ggml_type(ffi, name, kv_type), name)
+        for name, flag in flags.items():
+            if flag is not None:
+                set_field(ffi, params, struct, name, flag, name)
+
+    def _create(self, model: Model, params: Any) -> NativeObject:
+        """The llama.cpp context, registered to close before the model (and the draft model)."""
+        draft = self.speculative.draft_model
+        with _LLAMA_LOG.capturing() as errors:
+            ctx = self.llama.llama_init_from_model(model.handle, params)
+        if ctx == self.ffi.NULL:
+            raise LlamaLoadError("llama.cpp could not create the context", "; ".join(errors))
+        native = NativeObject("context", ctx, self.llama.llama_free, self.ffi.NULL)
+        native.depends_on(model.native)
+        if draft is not None:
+            native.depends_on(draft.native)
+        return native
+
+    @property
+    def settings(self) -> dict[str, object]:
+        """The llama.cpp parameters of this context: the counts as llama.cpp reports them (after
+        its own adjustments, such as n_ctx rounded up), the rest as requested, llama.cpp's
+        defaults included (``flash_attn_type`` ``auto`` is resolved by llama.cpp at creation:
+        its log says how)."""
+        handle, llama = self.handle, self.llama
+        found: dict[str, object] = {
+            "n_ctx": int(llama.llama_n_ctx(handle)),
+            "n_batch": int(llama.llama_n_batch(handle)),
+            "n_ubatch": int(llama.llama_n_ubatch(handle)),
+            "n_seq_max": int(llama.llama_n_seq_max(handle)),
+            "n_threads": int(llama.llama_n_threads(handle)),
+            "n_threads_batch": int(llama.llama_n_threads_batch(handle)),
+        }
+        return {**self._requested, **found}
+        return found
 
     def _check_mtp_supported(self, model: Model, n_seq_max: int) -> _MtpWrapper:
         kinds = self.speculative.kinds
@@ -959,11 +1120,14 @@ class Context:
                 params.draft_model = draft.handle
             params.draft_n_ctx = self.speculative.draft_n_ctx
         out = self.ffi.new("struct llama_mtp **")
-        status = wrapper.llama_mtp_create(self._ctx, params, out)
+        status = wrapper.llama_mtp_create(self.handle, params, out)
         if status in _MTP_REFUSED:
             raise LlamaUnsupportedError(self._mtp_error(wrapper))
         self._mtp_check(wrapper, status, "create")
-        self._mtp = out[0]
+        self._mtp_native = NativeObject(
+            "speculative sidecar", out[0], wrapper.llama_mtp_free, self.ffi.NULL
+        )
+        self._mtp_native.depends_on(self._native)  # freed before the context it drafts for
 
     def _fill_strategy(
         self, wrapper: _MtpWrapper, item: Any, strategy: Strategy, keep: list[Any]
@@ -996,12 +1160,23 @@ class Context:
 
     @property
     def handle(self) -> Any:
-        if self._ctx == self.ffi.NULL:
-            raise LlamaRuntimeError("the context was closed")
-        return self._ctx
+        """The ``llama_context *``; :class:`LlamaClosedError` once the context is closed."""
+        return self._native.pointer
+
+    @property
+    def _mtp(self) -> Any:
+        """The wrapper's ``llama_mtp *`` (MTP contexts only)."""
+        if self._mtp_native is None:
+            raise LlamaRuntimeError("the context has no speculative sidecar")
+        return self._mtp_native.pointer
+
+    @property
+    def closed(self) -> bool:
+        return not self._native.alive
 
     @property
     def mtp_enabled(self) -> bool:
+        self.handle  # noqa: B018  (a closed context raises)
         return self._mtp_lib is not None
 
     @property
@@ -1135,20 +1310,27 @@ class Context:
                 sampler = self._build_sampler(plan.sampling, plan.grammar)
             self._cancel = cancel
             if cancel is not None:
-                self.llama.llama_set_abort_callback(self._ctx, self._abort_callback, self.ffi.NULL)
+                self.llama.llama_set_abort_callback(
+                    self.handle, self._abort_callback, self.ffi.NULL
+                )
             run = _Run(self, plan.stop, plan.on_token, cancel, plan.max_tokens)
             if self._mtp_lib is not None:
                 steps = self._generate_mtp(self._mtp_lib, plan.tokens, sampler, run)
             else:
                 steps = self._generate_plain(plan.tokens, sampler, run, plan.reuse_prefix)
+            native = self._native  # marks the thread inside llama.cpp between the yields
+            native.active_thread = threading.get_ident()
             for _ in steps:
+                native.active_thread = None
                 yield from run.take()
+                native.active_thread = threading.get_ident()
             run.end_text()
             yield from run.take()
             seed = int(self.llama.llama_sampler_get_seed(sampler))
         finally:
-            if cancel is not None and self._ctx != self.ffi.NULL:
-                self.llama.llama_set_abort_callback(self._ctx, self.ffi.NULL, self.ffi.NULL)
+            if cancel is not None and self._native.alive:
+                self.llama.llama_set_abort_callback(self.handle, self.ffi.NULL, self.ffi.NULL)
+            self._native.active_thread = None
             self._cancel = None
             if plan.sampler is None and sampler is not None:
                 self.llama.llama_sampler_free(sampler)
@@ -1348,14 +1530,12 @@ class Context:
         return tuple(found)
 
     def close(self) -> None:
-        if self._mtp_lib is not None and self._mtp != self.ffi.NULL:
-            self._mtp_lib.llama_mtp_free(self._mtp)
-            self._mtp = self.ffi.NULL
-        if self._ctx != self.ffi.NULL:
-            self.llama.llama_free(self._ctx)
-            self._ctx = self.ffi.NULL
+        """Free the context (and its speculative sidecar); a second call does nothing."""
+        self._native.release()
+        self._finalizer.detach()
 
     def __enter__(self) -> Context:
+        self.handle  # noqa: B018  (a closed context raises)
         return self
 
     def __exit__(self, *exc: object) -> None:

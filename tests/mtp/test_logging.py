@@ -99,8 +99,12 @@ def test_missing_model_file_says_so(runtime: Any, libs: Any, tmp_path: Path) -> 
         runtime.Model(tmp_path, libs=libs)
     broken = tmp_path / "broken.gguf"
     broken.write_bytes(b"not a gguf")
-    with pytest.raises(runtime.LlamaRuntimeError, match="the file exists"):
-        runtime.Model(broken, libs=libs)
+    for verbose in (False, True):  # the reason is in the exception whatever the log's routing
+        with pytest.raises(runtime.LlamaLoadError, match="invalid magic characters") as failed:
+            runtime.Model(broken, libs=libs, verbose=verbose)
+        assert "could not load the model" in str(failed.value)
+        assert "expected 'GGUF'" in failed.value.reason
+    runtime.set_llama_log(libs, verbose=False)
 
 
 def test_callback_from_threads_never_raises(
