@@ -82,6 +82,12 @@ def enum_values(ffi: Any, enum: str, prefix: str) -> dict[str, int]:
     }
 
 
+def enum_name(ffi: Any, enum: str, prefix: str, value: int) -> str:
+    """The Python name of ``enum``'s ``value`` (its number as text if it has none)."""
+    names = {v: k for k, v in enum_values(ffi, enum, prefix).items()}
+    return names.get(int(value), str(int(value)))
+
+
 def choose(ffi: Any, enum: str, prefix: str, argument: str, value: str) -> int:
     """The value of ``enum`` that ``value`` names; a ValueError listing the names otherwise."""
     values = enum_values(ffi, enum, prefix)
@@ -174,7 +180,6 @@ def requested_settings(ffi: Any, params: Any) -> dict[str, object]:
         if enum is None:
             found[name] = value
             continue
-        names = {v: k for k, v in enum_values(ffi, *enum).items()}
-        text = names.get(int(value), str(int(value)))
+        text = enum_name(ffi, *enum, value)
         found[name] = flash.get(text, text) if name == "flash_attn_type" else text
     return found

@@ -216,7 +216,14 @@ def build_context(api: Interface) -> tuple[dict[str, Any], Cdef]:
 
 
 # Hand-written modules (generator/shipped/) copied into the package below the generated header.
-SHIPPED = ("errors.py", "lifetimes.py", "params.py", "runtime.py", "verified_files.py")
+SHIPPED = (
+    "errors.py",
+    "lifetimes.py",
+    "outputs.py",
+    "params.py",
+    "runtime.py",
+    "verified_files.py",
+)
 
 
 def render_files(api: Interface) -> tuple[dict[str, str], Cdef]:

@@ -54,6 +54,7 @@ from .errors import LlamaClosedError as LlamaClosedError
 from .errors import LlamaLoadError, LlamaRuntimeError, LlamaUnsupportedError
 from .lifetimes import NativeObject
 from .loader import Libraries, load
+from .outputs import TextPiece, TokenLogprob, check_top, normalized, token_logprob
 from .params import (
     FLASH_ATTN_CHOICES,
     RopeScaling,
@@ -61,6 +62,7 @@ from .params import (
     check_count,
     check_flag,
     choose,
+    enum_name,
     ggml_type,
     requested_settings,
     set_field,
@@ -105,17 +107,20 @@ _STRATEGY_FUNCTIONS: Final = (
 )
 
 
-def _fill_batch(batch: Any, tokens: list[int], pos0: int) -> None:
-    """One sequence (0), positions from ``pos0``, logits for the last token only. The flat
-    arrays are filled by cffi slice assignment (one call each, not one per token)."""
+def _fill_batch(
+    batch: Any, tokens: Sequence[int], pos0: int, *, outputs: str = "last", seq: int = 0
+) -> None:
+    """One sequence (``seq``), positions from ``pos0``, outputs (logits or embeddings) for the
+    last token only or for ``"all"``. The flat arrays are filled by cffi slice assignment (one
+    call each, not one per token)."""
     n = len(tokens)
     batch.token[0:n] = tokens
     batch.pos[0:n] = range(pos0, pos0 + n)
     batch.n_seq_id[0:n] = [1] * n
-    batch.logits[0:n] = [0] * (n - 1) + [1]
+    batch.logits[0:n] = [1] * n if outputs == "all" else [0] * (n - 1) + [1]
     seq_id = batch.seq_id
     for i in range(n):
-        seq_id[i][0] = 0
+        seq_id[i][0] = seq
     batch.n_tokens = n
 
 
@@ -587,13 +592,16 @@ class FinishReason(enum.StrEnum):
 class GenerationResult:
     """``tokens``: every generated token, in order (also those of a stop sequence);
     ``text``: their text, cut before the first stop sequence (exactly what was streamed);
-    ``seed``: the seed of the random draw (``None`` when greedy or with a caller's sampler)."""
+    ``seed``: the seed of the random draw (``None`` when greedy or with a caller's sampler);
+    ``logprobs``: one :class:`TokenLogprob` per token of ``tokens`` when ``logprobs=`` asked
+    for them, else None."""
 
     tokens: tuple[int, ...]
     text: str
     finish_reason: FinishReason
     metrics: GenerationMetrics
     seed: int | None = None
+    logprobs: tuple[TokenLogprob, ...] | None = None
 
 
 class Cancellation:
@@ -967,6 +975,8 @@ class Context:
         offload_kqv: bool | None = None,
         op_offload: bool | None = None,
         rope: RopeScaling | None = None,
+        embeddings: bool = False,
+        pooling: str | None = None,
         speculative: SpeculativeDecoding | None = None,
     ) -> None:
         self.model = model
@@ -977,6 +987,12 @@ class Context:
         self._history: list[int] = []
         self._cancel: Cancellation | None = None
         self._busy = False
+        self._embeddings = embeddings
+        check_flag(embeddings, "embeddings")
+        if pooling is not None and not embeddings:
+            raise ValueError("pooling= is for embeddings: pass embeddings=True with it")
+        if embeddings and self.speculative.enabled:
+            raise LlamaUnsupportedError("an embeddings context does not generate: no speculative=")
         check_count(n_ctx, "n_ctx", 0)
         check_count(n_batch, "n_batch", 1)
         check_count(n_ubatch, "n_ubatch", 1)
@@ -999,6 +1015,12 @@ class Context:
         self._set_options(params, flash_attn, {"type_k": type_k, "type_v": type_v}, flags)
         if rope is not None:
             apply_rope(self.ffi, params, rope)
+        if embeddings:
+            params.embeddings = True
+        if pooling is not None:
+            params.pooling_type = choose(
+                self.ffi, "llama_pooling_type", "LLAMA_POOLING_TYPE_", "pooling", pooling
+            )
         if MTP_API and self._mtp_lib is not None:
             # rollback snapshots for recurrent layers, and room to verify a whole draft
             params.n_rs_seq = self.speculative.draft_token_max
@@ -1204,6 +1226,96 @@ class Context:
             raise LlamaRuntimeError("llama_state_set_data rejected the state")
         self._history = list(tokens)
 
+    @property
+    def pooling(self) -> str:
+        """How :meth:`embed` pools token vectors: ``none`` (then :meth:`embed_tokens`), ``mean``,
+        ``cls``, ``last`` or ``rank`` (a reranker's scores): the ``pooling=`` given, else the
+        model's own (llama.cpp's ``llama_pooling_type``)."""
+        value = int(self.llama.llama_pooling_type(self.handle))
+        return enum_name(self.ffi, "llama_pooling_type", "LLAMA_POOLING_TYPE_", value)
+
+    def embed(self, text: str | Sequence[int], *, normalize: bool = False) -> list[float]:
+        """The pooled embedding of ``text`` (text or token ids), Euclidean-normalised when
+        ``normalize``. The context must have ``embeddings=True`` and a pooling other than none;
+        the input must fit one ``n_ubatch``."""
+        tokens = self._embedding_input(text)
+        if self.pooling == "none":
+            raise LlamaUnsupportedError(
+                "this context's pooling is none (one vector per token): use embed_tokens(), or "
+                "create the Context with pooling='mean' (or cls, last)"
+            )
+        self._encode_for_embeddings(tokens)
+        vector = self.llama.llama_get_embeddings_seq(self.handle, 0)
+        if vector == self.ffi.NULL:
+            raise LlamaRuntimeError("llama.cpp returned no pooled embedding")
+        if self.pooling == "rank":  # a reranker: its class scores
+            size = int(self.llama.llama_model_n_cls_out(self.model.handle))
+        else:
+            size = self._n_embd()
+        values = list(self.ffi.unpack(vector, size))
+        return normalized(values) if normalize else values
+
+    def embed_tokens(
+        self, text: str | Sequence[int], *, normalize: bool = False
+    ) -> list[list[float]]:
+        """One embedding per token of ``text`` (pooling none), each Euclidean-normalised when
+        ``normalize``."""
+        tokens = self._embedding_input(text)
+        if self.pooling != "none":
+            raise LlamaUnsupportedError(
+                f"this context pools token vectors ({self.pooling}): create the Context with "
+                "pooling='none' for one vector per token"
+            )
+        self._encode_for_embeddings(tokens)
+        size, found = self._n_embd(), []
+        for row in range(len(tokens)):
+            vector = self.llama.llama_get_embeddings_ith(self.handle, row)
+            if vector == self.ffi.NULL:
+                raise LlamaRuntimeError(f"llama.cpp returned no embedding for token {row}")
+            values = list(self.ffi.unpack(vector, size))
+            found.append(normalized(values) if normalize else values)
+        return found
+
+    def _n_embd(self) -> int:
+        try:
+            return int(self.llama.llama_model_n_embd_out(self.model.handle))
+        except SYMBOL_ERRORS:  # releases before llama_model_n_embd_out
+            return int(self.llama.llama_model_n_embd(self.model.handle))
+
+    def _embedding_input(self, text: str | Sequence[int]) -> list[int]:
+        if not self._embeddings:
+            raise LlamaUnsupportedError(
+                "this context was created without embeddings: create one with "
+                "Context(model, embeddings=True)"
+            )
+        tokens = self.model.tokenize(text) if isinstance(text, str) else [int(t) for t in text]
+        if not tokens:
+            raise ValueError("the input has no tokens")
+        n_ubatch = int(self.llama.llama_n_ubatch(self.handle))
+        if len(tokens) > n_ubatch:
+            raise ValueError(
+                f"the input ({len(tokens)} tokens) does not fit one batch of n_ubatch {n_ubatch}: "
+                "create the Context with a larger n_batch and n_ubatch"
+            )
+        return tokens
+
+    def _encode_for_embeddings(self, tokens: list[int]) -> None:
+        """Every token of ``tokens`` through the model, alone in sequence 0, outputs on."""
+        if self._busy:
+            raise LlamaRuntimeError("the context is generating already (a stream is open)")
+        self.llama.llama_memory_clear(self.llama.llama_get_memory(self.handle), True)
+        batch = self.llama.llama_batch_init(len(tokens), 0, 1)
+        try:
+            _fill_batch(batch, tokens, 0, outputs="all")
+            with _LLAMA_LOG.capturing() as errors:
+                status = int(self.llama.llama_decode(self.handle, batch))
+            if status != 0:
+                raise LlamaRuntimeError(
+                    f"llama_decode failed ({status}) on the input: {'; '.join(errors)}"
+                )
+        finally:
+            self.llama.llama_batch_free(batch)
+
     def generate(
         self, prompt: str | Sequence[int], **options: Unpack[GenerateOptions]
     ) -> GenerationResult:
@@ -1229,6 +1341,140 @@ class Context:
                 next(steps)
             except StopIteration as done:
                 return cast(GenerationResult, done.value)
+
+    def generate_batch(
+        self, prompts: Sequence[str | Sequence[int]], **options: Unpack[GenerateOptions]
+    ) -> list[GenerationResult]:
+        """Generate after each of ``prompts`` (text or token ids) as independent sequences of
+        this context, together: after the prompts, each step decodes one batch holding the next
+        token of every sequence still going. Options as :meth:`generate`'s, for every sequence
+        (each gets its own sampler chain from the same :class:`Sampling`, so the same seed), but
+        not ``on_token``, ``sampler`` or ``reuse_prefix``. Needs ``n_seq_max`` >= the number of
+        prompts; not with speculative decoding (its wrapper drafts for one sequence)."""
+        if isinstance(prompts, str) or not prompts:
+            raise TypeError("prompts must be a non-empty sequence of prompts (text or token ids)")
+        refused = sorted({"on_token", "sampler", "reuse_prefix"} & set(options))
+        if refused:
+            raise TypeError(f"generate_batch does not take {', '.join(refused)}")
+        n_seq_max = int(self.llama.llama_n_seq_max(self.handle))
+        if len(prompts) > n_seq_max:
+            raise ValueError(
+                f"{len(prompts)} prompts need n_seq_max >= {len(prompts)}: this context has "
+                f"{n_seq_max} (Context(..., n_seq_max=N))"
+            )
+        if self.mtp_enabled and len(prompts) > 1:
+            raise LlamaUnsupportedError(
+                "speculative decoding supports one sequence: generate_batch with one prompt, "
+                "or a Context without speculative="
+            )
+        plans = [self._plan(prompt, options) for prompt in prompts]
+        room = self._n_ctx_seq()
+        for i, plan in enumerate(plans):
+            if len(plan.tokens) >= room:
+                raise ValueError(
+                    f"prompt {i} ({len(plan.tokens)} tokens) does not fit a sequence's "
+                    f"{room} cells (n_ctx {self.n_ctx} over n_seq_max {n_seq_max})"
+                )
+        self._busy = True
+        try:
+            return self._generate_sequences(plans, room)
+        finally:
+            self._busy = False
+
+    def _n_ctx_seq(self) -> int:
+        try:
+            return int(self.llama.llama_n_ctx_seq(self.handle))
+        except SYMBOL_ERRORS:  # releases before llama_n_ctx_seq
+            return self.n_ctx // int(self.llama.llama_n_seq_max(self.handle))
+
+    def _generate_sequences(self, plans: list[_Plan], room: int) -> list[GenerationResult]:
+        runs = [_Run(self, p.stop, None, p.cancel, p.max_tokens, p.logprobs) for p in plans]
+        samplers: list[Any] = []
+        n_batch = int(self.llama.llama_n_batch(self.handle))
+        batch = self.llama.llama_batch_init(max(n_batch, len(plans)), 0, 1)
+        memory = self.llama.llama_get_memory(self.handle)
+        self._native.active_thread = threading.get_ident()
+        try:
+            for plan in plans:
+                samplers.append(self._build_sampler(cast(Sampling, plan.sampling), plan.grammar))
+            self.llama.llama_memory_clear(memory, True)
+            self._history = []
+            going: dict[int, tuple[int, int]] = {}  # sequence -> (next token to decode, its pos)
+            for seq, plan in enumerate(plans):
+                row = self._decode_prompt(batch, plan.tokens, seq, n_batch, runs[seq])
+                if row is not None and self._take(
+                    runs[seq], samplers[seq], row, len(plan.tokens), room
+                ):
+                    going[seq] = (runs[seq].tokens[-1], len(plan.tokens))
+            while going:
+                self._decode_step(batch, going)
+                for row, (seq, (_, pos)) in enumerate(list(going.items())):
+                    if self._take(runs[seq], samplers[seq], row, pos + 1, room):
+                        going[seq] = (runs[seq].tokens[-1], pos + 1)
+                    else:
+                        del going[seq]
+                        self.llama.llama_memory_seq_rm(memory, seq, -1, -1)
+            seeds = [int(self.llama.llama_sampler_get_seed(sampler)) for sampler in samplers]
+        finally:
+            self._native.active_thread = None
+            self.llama.llama_batch_free(batch)
+            for sampler in samplers:
+                self.llama.llama_sampler_free(sampler)
+        for run in runs:
+            run.end_text()
+        return [
+            run.result(False, len(plan.tokens), seed)
+            for run, plan, seed in zip(runs, plans, seeds, strict=True)
+        ]
+
+    def _decode_prompt(
+        self, batch: Any, tokens: list[int], seq: int, n_batch: int, run: _Run
+    ) -> int | None:
+        """``tokens`` decoded into sequence ``seq``; the batch row holding the last token's
+        logits (None: cancelled)."""
+        last = 0
+        for start in range(0, len(tokens), n_batch):
+            if run.cancelled():
+                return None
+            chunk = tokens[start : start + n_batch]
+            _fill_batch(batch, chunk, start, seq=seq)
+            status = self._decode(batch)
+            if status != 0:
+                if run.cancelled():
+                    return None
+                raise LlamaRuntimeError(f"llama_decode failed ({status}) on prompt {seq}")
+            last = len(chunk) - 1
+        run.prompt_done()
+        return last
+
+    def _decode_step(self, batch: Any, going: dict[int, tuple[int, int]]) -> None:
+        """One batch: the next token of every sequence in ``going``, a row each, in order."""
+        n = len(going)
+        batch.token[0:n] = [token for token, _ in going.values()]
+        batch.pos[0:n] = [pos for _, pos in going.values()]
+        batch.n_seq_id[0:n] = [1] * n
+        batch.logits[0:n] = [1] * n
+        seq_id = batch.seq_id
+        for row, seq in enumerate(going):
+            seq_id[row][0] = seq
+        batch.n_tokens = n
+        status = self._decode(batch)
+        if status != 0:
+            raise LlamaRuntimeError(f"llama_decode failed ({status}) on a batch of {n} sequences")
+
+    def _take(self, run: _Run, sampler: Any, row: int, next_pos: int, room: int) -> bool:
+        """Sample a sequence's next token from batch row ``row`` and record it; False when the
+        sequence ends (``next_pos``: where that token would be decoded, in ``room`` cells)."""
+        if run.cancelled():
+            return False
+        token = int(self.llama.llama_sampler_sample(sampler, self.handle, row))
+        run.steps += 1
+        if not run.emit(token, self._logprob(run, token, row)):
+            return False
+        if next_pos + 1 > room:
+            run.finish(FinishReason.CONTEXT_FULL)
+            return False
+        return True
 
     def stream(self, prompt: str | Sequence[int], **options: Unpack[GenerateOptions]) -> Stream:
         """:meth:`generate` as an iterator of text pieces (the same pieces ``on_token`` gets,
@@ -1268,6 +1514,14 @@ class Context:
         reuse_prefix = options.get("reuse_prefix", False)
         if reuse_prefix:
             self._unsupported_with_mtp("prompt-prefix reuse")
+        logprobs = check_top(options.get("logprobs"))
+        if logprobs is not None:
+            self._unsupported_with_mtp("log-probabilities")
+        if self._embeddings:
+            raise LlamaUnsupportedError(
+                "this context was created with embeddings=True, for embed(): create another "
+                "Context on the model to generate"
+            )
         sampler = options.get("sampler")
         sampling = _sampling_of(options, sampler)
         if sampling is not None:
@@ -1284,7 +1538,7 @@ class Context:
             raise LlamaRuntimeError("the context is generating already (a stream is open)")
         return _Plan(
             tokens, max_tokens, _stop_sequences(options.get("stop")), options.get("on_token"),
-            options.get("cancel"), sampling, sampler, grammar, reuse_prefix,
+            options.get("cancel"), sampling, sampler, grammar, reuse_prefix, logprobs,
         )  # fmt: skip
 
     def _check_logit_bias(self, sampling: Sampling) -> None:
@@ -1311,7 +1565,7 @@ class Context:
                 self.llama.llama_set_abort_callback(
                     self.handle, self._abort_callback, self.ffi.NULL
                 )
-            run = _Run(self, plan.stop, plan.on_token, cancel, plan.max_tokens)
+            run = _Run(self, plan.stop, plan.on_token, cancel, plan.max_tokens, plan.logprobs)
             if self._mtp_lib is not None:
                 steps = self._generate_mtp(self._mtp_lib, plan.tokens, sampler, run)
             else:
@@ -1392,6 +1646,13 @@ class Context:
             sampling.seed if sampling.seed is not None else _RANDOM_SEED
         )
 
+    def _logprob(self, run: _Run, token: int, row: int) -> TokenLogprob | None:
+        """``token``'s log-probability from the logits of batch row ``row`` (when asked for)."""
+        if run.top_logprobs is None:
+            return None
+        logits = self.llama.llama_get_logits_ith(self.handle, row)
+        return token_logprob(self.ffi, logits, self.model.n_vocab, token, run.top_logprobs)
+
     def _decode(self, batch: Any) -> int:
         return int(self.llama.llama_decode(self.handle, batch))
 
@@ -1425,7 +1686,7 @@ class Context:
         while run.finish_reason is None:
             token = int(self.llama.llama_sampler_sample(sampler, self.handle, -1))
             run.steps += 1
-            if not run.emit(token):
+            if not run.emit(token, self._logprob(run, token, -1)):
                 return
             yield
             if len(self._history) + 1 > self.n_ctx:
@@ -1591,8 +1852,12 @@ class _Run:
         on_token: TokenCallback | None,
         cancel: Cancellation | None,
         max_tokens: int,
+        top_logprobs: int | None = None,
     ) -> None:
         self.model = context.model
+        self.top_logprobs = top_logprobs  # None: no log-probabilities
+        self.logprobs: list[TokenLogprob] = []
+        self._unreleased: list[TokenLogprob] = []  # of tokens whose text no piece carried yet
         self.stop = [s for s in stop if s]
         self.on_token = on_token
         self.cancel = cancel
@@ -1630,14 +1895,18 @@ class _Run:
             return True
         return False
 
-    def emit(self, token: int) -> bool:
-        """Record an accepted token; False when generation must end."""
+    def emit(self, token: int, logprob: TokenLogprob | None = None) -> bool:
+        """Record an accepted token (and its log-probability, when asked for); False when
+        generation must end."""
         if self.finish_reason is not None:
             return False
         if self.model.is_end_of_generation(token):
             self.finish(FinishReason.END_OF_GENERATION)
             return False
         self.tokens.append(token)
+        if logprob is not None:
+            self.logprobs.append(logprob)
+            self._unreleased.append(logprob)
         self.text += self._decoder.decode(self.model.token_bytes(token))
         stopped = self._scan()
         if not stopped and len(self.tokens) >= self.max_tokens:
@@ -1678,6 +1947,9 @@ class _Run:
         piece = self.text[self.released : end]
         if piece:
             self.released = end
+            if self.top_logprobs is not None:
+                piece = TextPiece(piece, tuple(self._unreleased))
+                self._unreleased.clear()
             self._pieces.append(piece)
         return piece
 
@@ -1713,8 +1985,9 @@ class _Run:
         )
         reason = self.finish_reason if self.finish_reason is not None else FinishReason.LENGTH
         return GenerationResult(
-            tuple(self.tokens), self.text, reason, metrics, None if seed == _RANDOM_SEED else seed
-        )
+            tuple(self.tokens), self.text, reason, metrics, None if seed == _RANDOM_SEED else seed,
+            tuple(self.logprobs) if self.top_logprobs is not None else None,
+        )  # fmt: skip
 
 
 class GenerateOptions(TypedDict, total=False):
@@ -1731,6 +2004,7 @@ class GenerateOptions(TypedDict, total=False):
     seed: int | None
     grammar: str | None
     reuse_prefix: bool
+    logprobs: int | None
 
 
 class ChatOptions(GenerateOptions, total=False):
@@ -1752,6 +2026,7 @@ class _Plan:
     sampler: Any
     grammar: str | None
     reuse_prefix: bool
+    logprobs: int | None  # None: off; else the number of alternatives per token
 
 
 def _sampling_of(options: GenerateOptions, sampler: Any) -> Sampling | None:
