@@ -219,6 +219,7 @@ def build_context(api: Interface) -> tuple[dict[str, Any], Cdef]:
 SHIPPED = (
     "errors.py",
     "lifetimes.py",
+    "openai_format.py",
     "outputs.py",
     "params.py",
     "runtime.py",
