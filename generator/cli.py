@@ -24,6 +24,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "generator.commands.compat",
     "generator.commands.diff",
     "generator.commands.fetch",
+    "generator.commands.fetch_model",
     "generator.commands.gates",
     "generator.commands.generate",
     "generator.commands.latest",

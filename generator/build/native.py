@@ -42,7 +42,7 @@ from generator.build.build_info import (
 from generator.build.cmake_driver import (
     BuildError,
     build_environment,
-    ccache_path,
+    ccache_defines,
     progress,
     run_step,
 )
@@ -496,12 +496,8 @@ def _configure_command(plan: _Plan) -> _Configure:
             f"-DCMAKE_C_COMPILER={toolchain.c_compiler}",
             f"-DCMAKE_CXX_COMPILER={toolchain.cxx_compiler}",
         ]
-    launcher = ccache_path()
-    if launcher:
-        defines += [
-            f"-DCMAKE_C_COMPILER_LAUNCHER={launcher}",
-            f"-DCMAKE_CXX_COMPILER_LAUNCHER={launcher}",
-        ]
+    launcher = ccache_defines()
+    defines += launcher
     argv = ["cmake", "-S", str(wrapper_dir()), "-B", str(bdir / "cmake"), "-G", "Ninja", *defines]
     return _Configure(argv, recorded, compat, bool(launcher))
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -128,39 +129,34 @@ class LocalProvider:
         )
 
 
-def pip_download(sdist: Sdist, fetch_dir: Path) -> Path:
-    """``python -m pip download`` of ``sdist``'s source distribution into ``fetch_dir`` (pip
-    honours the user's index and proxy settings); the ``.tar.gz`` it wrote.
-
-    ``--no-binary`` names the package alone: with ``:all:`` pip would also build the sdist's
-    build dependencies from source to read its metadata, which takes minutes."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        "--no-deps",
-        "--no-binary",
-        sdist.package,
-        "--disable-pip-version-check",
-        "-d",
-        str(fetch_dir),
-        sdist.requirement,
-    ]
+def run_pip(args: Sequence[str], what: str) -> None:
+    """``python -m pip ARGS`` with this interpreter (pip honours the user's index and proxy
+    settings); a failure is a SourceError naming ``what`` and pip's last line."""
+    cmd = [sys.executable, "-m", "pip", *args, "--disable-pip-version-check"]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise SourceError(f"pip download {sdist.requirement} failed: {tail[0]}")
+        raise SourceError(f"{what} failed: {tail[0]}")
+
+
+def pip_download(sdist: Sdist, fetch_dir: Path) -> Path:
+    """``python -m pip download`` of ``sdist``'s source distribution into ``fetch_dir``; the
+    ``.tar.gz`` it wrote.
+
+    ``--no-binary`` names the package alone: with ``:all:`` pip would also build the sdist's
+    build dependencies from source to read its metadata, which takes minutes."""
+    args = ["download", "--no-deps", "--no-binary", sdist.package, "-d", str(fetch_dir)]
+    run_pip([*args, sdist.requirement], f"pip download {sdist.requirement}")
     found = sorted(fetch_dir.glob("*.tar.gz"))
     if not found:
         raise SourceError(f"pip download {sdist.requirement} produced no sdist")
     return found[0]
 
 
-def _sha256_mismatch(name: str, expected: str, got: str) -> DigestMismatchError:
-    return DigestMismatchError(
-        name, expected, got, message=f"{name}: sha256 mismatch: expected {expected}, got {got}"
-    )
+def sha256_mismatch(name: str, expected: str, got: str, hint: str = "") -> DigestMismatchError:
+    """The error for a download whose sha256 is not the pinned one (``hint``: what to do)."""
+    message = f"{name}: sha256 mismatch: expected {expected}, got {got}"
+    return DigestMismatchError(name, expected, got, message=f"{message}{hint}")
 
 
 def cached_sdist(sdist: Sdist, download_dir: Path) -> Path | None:
@@ -187,7 +183,7 @@ def obtain_sdist(sdist: Sdist, download_dir: Path, workdir: Path) -> Path:
     found = pip_download(sdist, fetch_dir)
     got = file_sha256(found)
     if sdist.sha256 and got != sdist.sha256:
-        raise _sha256_mismatch(found.name, sdist.sha256, got)
+        raise sha256_mismatch(found.name, sdist.sha256, got)
     download_dir.mkdir(parents=True, exist_ok=True)
     cached = download_dir / found.name
     shutil.move(found, cached)

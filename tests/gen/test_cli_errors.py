@@ -67,6 +67,7 @@ BAD_INPUTS: list[tuple[tuple[str, ...], str]] = [
     (("diff", "{tmp}/missing.json", str(PACKAGE)), "no such file or folder"),
     (("fetch", ""), "empty REF"),
     (("fetch", "b1", "--no-github", "--source", "{tmp}/nothing"), "no such file or folder"),
+    (("fetch-model", "gemma3-1b"), "unknown model 'gemma3-1b': known models are gemma3-270m"),
     (("gates", "--tree", "{tree}", "--platform", "linux-x86_64", "--bindings", "{tmp}"),
      "abi_manifest.json not found"),
     (("generate", "--tree", "{tree}"), "needs a llama-bindgen checkout"),

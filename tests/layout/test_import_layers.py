@@ -16,7 +16,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("platforms", "releases", "testmodel"),
     ("ir",),
     ("sources",),
-    ("github_api",),
+    ("github_api", "models"),
     ("parse",),
     ("diff", "emit"),
     ("build",),

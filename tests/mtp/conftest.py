@@ -7,6 +7,7 @@ tests/gen/test_emit.py) with the libraries of one session-scoped build (reused w
 from __future__ import annotations
 
 import importlib
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -91,3 +92,16 @@ def generate(
     with runtime.Model(model, load_mtp=mtp, libs=libs) as loaded:
         with runtime.Context(loaded, n_ctx=256, speculative=spec) as ctx:
             return ctx.generate(list(prompt), **kwargs)
+
+
+def log_softmax_after(runtime: Any, model: Any, prompt: list[int]) -> list[float]:
+    """The log-probabilities after ``prompt``, computed here in plain Python from the logits of
+    a bare llama_decode (the runtime's numpy path is not used)."""
+    llama, ffi = model.llama, model.ffi
+    with runtime.Context(model, n_ctx=128) as ctx:
+        buf = ffi.new("llama_token[]", prompt)
+        assert llama.llama_decode(ctx.handle, llama.llama_batch_get_one(buf, len(prompt))) == 0
+        logits = ffi.unpack(llama.llama_get_logits_ith(ctx.handle, -1), model.n_vocab)
+    peak = max(logits)
+    total = peak + math.log(math.fsum(math.exp(x - peak) for x in logits))
+    return [x - total for x in logits]

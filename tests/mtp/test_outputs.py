@@ -10,31 +10,18 @@ from typing import Any
 
 import pytest
 
-from tests.mtp.conftest import mtp_spec
+from tests.mtp.conftest import log_softmax_after, mtp_spec
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]
 
 PROMPT = [3, 4, 5]
 
 
-def _log_softmax_of_next_token(runtime: Any, model: Any, prompt: list[int]) -> list[float]:
-    """The log-probabilities after ``prompt``, computed here in plain Python from the logits of
-    a bare llama_decode (the runtime's numpy path is not used)."""
-    llama, ffi = model.llama, model.ffi
-    with runtime.Context(model, n_ctx=128) as ctx:
-        buf = ffi.new("llama_token[]", prompt)
-        assert llama.llama_decode(ctx.handle, llama.llama_batch_get_one(buf, len(prompt))) == 0
-        logits = ffi.unpack(llama.llama_get_logits_ith(ctx.handle, -1), model.n_vocab)
-    peak = max(logits)
-    total = peak + math.log(math.fsum(math.exp(x - peak) for x in logits))
-    return [x - total for x in logits]
-
-
 def test_logprobs_are_the_models_distribution(
     runtime: Any, libs: Any, models: dict[str, Path]
 ) -> None:
     with runtime.Model(models["partial"], libs=libs) as model:
-        expected = _log_softmax_of_next_token(runtime, model, PROMPT)
+        expected = log_softmax_after(runtime, model, PROMPT)
         with runtime.Context(model, n_ctx=128) as ctx:
             result = ctx.generate(PROMPT, max_tokens=6, logprobs=4)
     assert result.logprobs is not None and len(result.logprobs) == len(result.tokens) == 6
