@@ -20,8 +20,9 @@ otherwise; MTP verification samples with the same chain. Speculative decoding is
 (``SpeculativeDecoding()``, mode ``none``): the context then decodes one token per step with
 ``llama_decode``. With mode ``draft-mtp`` it drafts with the model's multi-token-prediction (NextN)
 head through the ``llama_mtp`` wrapper, one ``llama_mtp_step`` call per verified step; greedy
-output is the same token for token. Combinations the MTP path does not support raise
-:class:`LlamaUnsupportedError` with the reason.
+output is upstream's ``llama-speculative-simple``'s token for token, and plain greedy's where
+logits do not depend on the batch (see :class:`SpeculativeDecoding`). Combinations the MTP path
+does not support raise :class:`LlamaUnsupportedError` with the reason.
 
 After each generation the metrics (drafted and accepted tokens, acceptance rate, steps, tokens per
 second) are logged at INFO level on the ``llama_bindings.runtime`` logger, with the llama.cpp tag
@@ -247,7 +248,16 @@ class SpeculativeDecoding:
     strategies keep their state (ngram-map-k's map, ngram-mod's pool, ngram-cache's dynamic
     cache) across the generations of one :class:`Context`, as a llama.cpp server slot does, so a
     second generation may draft differently, and take another number of steps, than the first; a
-    new Context starts fresh. Output is the same either way.
+    new Context starts fresh.
+
+    What is guaranteed of greedy output: it is that of upstream's ``llama-speculative-simple``
+    with the same model, strategies and settings, token for token (its schedule: all prompt
+    tokens but the last, then each step the last token and the draft in one batch). It equals
+    plain greedy decoding where a row's logits do not depend on the batch it is computed in:
+    the f32 test models, or a quantised model loaded with ``Model(use_extra_bufts=False)``
+    (measured on Gemma 3 270M Q4_K_M). With llama.cpp's repacked CPU weights (the default) the
+    logits of a batched row differ in the last bits from a row alone, so verifying drafts in
+    batches, or the prompt split, can change later tokens.
 
     ``draft_token_max``: most tokens per draft, for every strategy (>= 1; llama.cpp's own 0 would
     mean unlimited), ``draft_token_min``: drafts of the draft context shorter than this are
@@ -724,9 +734,11 @@ def _mtp_wrapper(libs: Libraries, what: str = "draft-mtp", strategies: bool = Fa
 class Model:
     """A model loaded from a GGUF file. ``load_mtp``: also load the MTP (NextN) layers, which
     speculative mode draft-mtp needs. ``n_gpu_layers`` (-1: all), ``main_gpu`` and
-    ``split_mode`` (``"none"``, ``"layer"``, ``"row"``, ...): offloading, None keeps llama.cpp's
-    default (:mod:`~llama_bindings.params`). ``libs``: opened libraries (default: :func:`load`
-    with ``lib_dir``). ``verbose``: llama.cpp's log to stderr (True) or to the
+    ``split_mode`` (``"none"``, ``"layer"``, ``"row"``, ...): offloading; ``use_extra_bufts``:
+    llama.cpp's repacked weight layouts for the CPU (on by default; with them a row's logits
+    depend on the batch it is computed in, see :class:`SpeculativeDecoding`). None keeps
+    llama.cpp's default (:mod:`~llama_bindings.params`). ``libs``: opened libraries (default:
+    :func:`load` with ``lib_dir``). ``verbose``: llama.cpp's log to stderr (True) or to the
     ``llama_bindings.llama_cpp`` logger (False); ``None`` keeps the process-wide setting, which
     starts as False (see :func:`set_llama_log`). A file llama.cpp cannot load raises
     :class:`LlamaLoadError` with the error lines llama.cpp logged, whatever the log's routing.
@@ -744,6 +756,7 @@ class Model:
         n_gpu_layers: int | None = None,
         main_gpu: int | None = None,
         split_mode: str | None = None,
+        use_extra_bufts: bool | None = None,
         libs: Libraries | None = None,
         lib_dir: str | os.PathLike[str] | None = None,
         verbose: bool | None = None,
@@ -753,6 +766,7 @@ class Model:
             raise FileNotFoundError(errno.ENOENT, f"the model file {what}", os.fspath(path))
         check_count(n_gpu_layers, "n_gpu_layers", -1)
         check_count(main_gpu, "main_gpu", 0)
+        check_flag(use_extra_bufts, "use_extra_bufts")
         if load_mtp and not MTP_API:
             raise LlamaUnsupportedError(
                 f"llama.cpp {LLAMA_CPP_TAG} has no MTP API: load_mtp is not available"
@@ -772,6 +786,9 @@ class Model:
             params.split_mode = choose(
                 self.ffi, "llama_split_mode", "LLAMA_SPLIT_MODE_", "split_mode", split_mode
             )
+        if use_extra_bufts is not None:
+            set_field(self.ffi, params, "llama_model_params", "use_extra_bufts", use_extra_bufts,
+                      "use_extra_bufts")  # fmt: skip
         if load_mtp and LOAD_MTP_PARAM:
             params.load_mtp = True  # (releases before load_mtp always load the NextN layers)
         with _LLAMA_LOG.capturing() as errors:

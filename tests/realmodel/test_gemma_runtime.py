@@ -133,3 +133,35 @@ def test_lifetime_on_a_real_model(
         code, BINDINGS_PARENT, str(host_build.lib_dir), str(gemma_model), str(gemma_model)
     )
     EXPECTED[case](seen)
+
+
+COPY = (
+    "Copy the text exactly.\nText: The baker opens his shop at six, and the smell of fresh bread "
+    "fills the street. Children stop on their way to school to buy a warm roll.\nCopy:"
+)
+
+
+@pytest.mark.parametrize("prompt", [STORY, COPY])
+def test_speculation_equals_plain_greedy_without_repacked_weights(
+    runtime: Any, libs: Any, gemma_model: Path, prompt: str
+) -> None:
+    """The guarantee the README states: where a row's logits do not depend on its batch (here:
+    the same Q4_K_M file with llama.cpp's repacked CPU layouts off), greedy output with n-gram
+    speculation (drafts verified in batches, the prompt split n-1 + 1) is plain greedy's."""
+    strategies = (
+        runtime.Strategy("ngram-simple", size_n=3, size_m=8),
+        runtime.Strategy("ngram-mod", n_match=4, mod_n_min=2, mod_n_max=8),
+    )
+    spec = runtime.SpeculativeDecoding(strategies=strategies[:1], draft_token_max=8)
+    mixed = runtime.SpeculativeDecoding(strategies=strategies, draft_token_max=8)
+    with runtime.Model(gemma_model, libs=libs, use_extra_bufts=False) as model:
+        with runtime.Context(model, n_ctx=512, n_threads=THREADS) as ctx:
+            plain = ctx.generate(prompt, max_tokens=48)
+        for speculative in (spec, mixed):
+            with runtime.Context(
+                model, n_ctx=512, n_threads=THREADS, speculative=speculative
+            ) as ctx:
+                drafted = ctx.generate(prompt, max_tokens=48)
+            assert drafted.tokens == plain.tokens
+            if prompt is COPY:
+                assert drafted.metrics.accepted_tokens > 0
