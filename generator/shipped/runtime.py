@@ -961,10 +961,12 @@ class Context:
     ``llama_mtp`` wrapper, and ``n_seq_max`` must be 1.
 
     llama.cpp's parameters (None keeps llama.cpp's own default; :attr:`settings` shows the
-    values the context has): ``n_ctx`` (0: the model's training context), ``n_batch`` (logical
-    batch), ``n_ubatch`` (physical batch; default: ``n_batch``), ``n_threads`` (generation) and
-    ``n_threads_batch`` (prompts and drafts; default: ``n_threads``; both default to at most 4,
-    the CPU count), ``flash_attn`` (``"auto"``, ``"on"``, ``"off"``), ``type_k``/``type_v`` (KV
+    values the context has). Four defaults are this runtime's, not llama.cpp's: ``n_ctx`` 2048
+    (llama.cpp: 512; 0: the model's training context), ``n_batch`` 512 (llama.cpp: 2048; the
+    logical batch), ``n_ubatch`` = ``n_batch`` (the physical batch), ``n_threads`` (generation)
+    and ``n_threads_batch`` (prompts and drafts; default: ``n_threads``) the CPU count, at most 4
+    (llama.cpp: 4, more threads than cores on a smaller machine). ``flash_attn`` (``"auto"``,
+    ``"on"``, ``"off"``), ``type_k``/``type_v`` (KV
     cache element types by ggml name: ``"f16"``, ``"q8_0"``, ``"q4_0"``, ...; a quantised V
     cache needs flash attention), ``swa_full`` (a full-size cache for sliding-window attention
     layers), ``offload_kqv`` (the KV cache and its attention on the GPU), ``op_offload`` (host
