@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from generator.build.native import BuildResult, build_native
 from generator.errors import BindgenError
 from generator.models import fetch_model
+from generator.native.build import BuildResult, build_native
 from tests.trees import llama_tree
 
 BuildFactory = Callable[[Path, str], BuildResult]

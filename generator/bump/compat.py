@@ -22,7 +22,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from generator.build.build_info import MtpSupport, read_build_info
 from generator.bump.gates import (
     GATES,
     NOT_RUN,
@@ -34,6 +33,7 @@ from generator.bump.gates import (
 )
 from generator.emit import emit_package
 from generator.errors import BindgenError
+from generator.native.build_info import MtpSupport, read_build_info
 from generator.parse.frontend import parse_tree
 from generator.paths import TAG_SOURCES, default_cache_dir
 from generator.platforms import host_platform_name, split_key

@@ -18,9 +18,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from generator.build.native import BuildResult, build_native
 from generator.errors import BindgenError
 from generator.ir.interface import Interface
+from generator.native.build import BuildResult, build_native
 from generator.sources.tree import Tree
 from generator.verify.layout_check import cffi_values, compare, ir_values
 from generator.verify.layout_probe import ProbeError, probe_runner, run_probe

@@ -21,7 +21,6 @@ from typing import Any
 import tomlkit
 
 from generator import __version__
-from generator.build.native import backend_missing_tools
 from generator.bump.gates import (
     FAILED,
     GATES,
@@ -42,6 +41,7 @@ from generator.diff.report import render_json, render_markdown
 from generator.emit import PACKAGE_NAME, emit_package
 from generator.errors import BindgenError
 from generator.ir.interface import Interface
+from generator.native.build import backend_missing_tools
 from generator.parse.frontend import parse_tree
 from generator.paths import TAG_SOURCES, default_cache_dir
 from generator.platforms import (

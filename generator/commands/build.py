@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from generator.build.native import build_native
+from generator.native.build import build_native
 from generator.platforms import BUILT_BACKENDS, PLATFORMS
 
 

@@ -87,7 +87,6 @@ def outcomes_record(platform: str, backend: str, outcomes: list[Any]) -> dict[st
 
 
 def run(args: argparse.Namespace) -> int:
-    from generator.build.native import build_native, check_backend_buildable
     from generator.bump.gates import (
         FAILED,
         GATES,
@@ -97,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
         platform_gates,
         summarise,
     )
+    from generator.native.build import build_native, check_backend_buildable
     from generator.platforms import gate_key
     from generator.sources.tree import Tree
 

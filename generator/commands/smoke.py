@@ -87,7 +87,7 @@ def _bindings_commit(bindings_parent: Path) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from generator.build.native import build_native
+    from generator.native.build import build_native
     from generator.smoke import NOT_RUN, SmokeReport, not_run_reason, run_smoke, vocabulary_for_tree
 
     platforms: list[str] = args.platform or ["linux-x86_64"]

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from generator.build.native import BuildResult
+from generator.native.build import BuildResult
 from generator.symbols import exported_functions_of
 
 # Held to every declared function; ggml's headers declare functions that no build defines

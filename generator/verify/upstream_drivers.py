@@ -33,10 +33,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from generator.build.build_info import BUILD_INFO_NAME, read_build_info
-from generator.build.cmake_driver import build_environment, ccache_defines, progress, run_step
 from generator.errors import UsageError
 from generator.hashing import file_sha256
+from generator.native.build_info import BUILD_INFO_NAME, read_build_info
+from generator.native.cmake_driver import build_environment, ccache_defines, progress, run_step
 from generator.paths import default_cache_dir
 from generator.platforms import (
     BASE_CMAKE_OPTIONS,

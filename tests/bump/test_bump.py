@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import tomlkit
 
-from generator.build.cmake_driver import BuildError
-from generator.build.native import BuildResult
 from generator.bump.gates import FAILED, PASSED, GateOutcome, PlatformRun
 from generator.bump.pipeline import BumpFailed, BumpHooks, BumpOptions, run_bump
 from generator.errors import SourceError
+from generator.native.build import BuildResult
+from generator.native.cmake_driver import BuildError
 from tests.bump.repos import fake_repo, snapshot
 from tests.conftest import BuildFactory
 from tests.repo import REPO_ROOT

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from generator.build.build_info import wrapper_sources_sha256
-from generator.build.native import build_native
+from generator.native.build import build_native
+from generator.native.build_info import wrapper_sources_sha256
 from generator.paths import CACHE_ENV, REPO_ENV, default_cache_dir
 from tests.repo import REPO_ROOT, folder_files
 from tests.trees import llama_tree

@@ -19,7 +19,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("github_api", "models"),
     ("parse",),
     ("diff", "emit"),
-    ("build",),
+    ("native",),
     ("verify", "smoke"),
     ("release", "tracking"),
     ("bump",),

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from generator.build.native import BuildResult, build_native
 from generator.errors import BindgenError
+from generator.native.build import BuildResult, build_native
 from tests.repo import REPO_ROOT
 
 BINDINGS_PARENT = REPO_ROOT / "generated"

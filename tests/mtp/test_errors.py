@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from generator.build.native import BuildResult
 from generator.emit import emit_package
+from generator.native.build import BuildResult
 from generator.parse.frontend import ParseOptions, parse_interface, tree_source
 from generator.sources.licenses import llama_license
 from generator.sources.tree import Tree

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from generator.build.native import BuildResult
+from generator.native.build import BuildResult
 from tests.mtp.conftest import BINDINGS_PARENT, generate
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from generator.build.native import BuildResult
+from generator.native.build import BuildResult
 from generator.platforms import get_platform
 from generator.smoke import (
     C_REFUSAL,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from generator.build.native import BuildResult
+from generator.native.build import BuildResult
 from generator.smoke.c_driver import link_arguments
 
 CASES_SOURCE = Path(__file__).with_name("mtp_cases.c")

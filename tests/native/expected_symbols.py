@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from generator.build.native import BuildResult
+from generator.native.build import BuildResult
 from generator.verify.symbols_gate import STRICT_LIBRARIES
 from tests.native.headers import read_declarations
 from tests.repo import REPO_ROOT

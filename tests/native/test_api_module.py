@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from generator.build.api_module import module_file_name
 from generator.hashing import file_sha256
+from generator.native.api_module import module_file_name
 from tests.bindings_process import run_json
 from tests.conftest import BuildFactory
 from tests.repo import REPO_ROOT

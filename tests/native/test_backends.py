@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from generator.build import native, vulkan
-from generator.build.cmake_driver import run_step
-from generator.build.native import build_dir_for, build_native
 from generator.errors import UsageError
+from generator.native import build as native
+from generator.native import vulkan
+from generator.native.build import build_dir_for, build_native
+from generator.native.cmake_driver import run_step
 from generator.platforms import gate_key, get_platform
 from generator.sources.tree import Tree
 
@@ -144,8 +145,8 @@ def test_gate_keys_name_platform_and_backend() -> None:
 def test_bump_gates_the_vulkan_build_by_default_when_its_tools_are_here(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from generator.build import vulkan as vulkan_module
     from generator.bump import pipeline
+    from generator.native import vulkan as vulkan_module
 
     assert "linux-x86_64-vulkan" in pipeline._default_keys()
     chosen, skipped = pipeline._buildable(())

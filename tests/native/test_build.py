@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from generator.build.build_info import wrapper_sources_sha256
-from generator.build.cmake_driver import BuildError
-from generator.build.native import build_dir_for, build_native
 from generator.commands import build as build_command
 from generator.hashing import file_sha256
+from generator.native.build import build_dir_for, build_native
+from generator.native.build_info import wrapper_sources_sha256
+from generator.native.cmake_driver import BuildError
 from generator.paths import default_cache_dir
 from generator.platforms import get_platform
 from generator.sources.tree import Tree
@@ -246,7 +246,7 @@ def test_a_tree_without_a_licence_builds_and_says_so(tmp_path: Path) -> None:
 
 def test_a_bump_parse_gives_the_build_what_its_own_parse_gives(tree_b11312: Path) -> None:
     """The one parse of a bump (every target) stands in for the build's own (host only)."""
-    from generator.build.native import build_interface, host_interface
+    from generator.native.build import build_interface, host_interface
     from generator.parse.frontend import parse_tree
 
     tree = Tree.read(tree_b11312)
@@ -259,7 +259,7 @@ def test_a_bump_parse_gives_the_build_what_its_own_parse_gives(tree_b11312: Path
 def test_a_build_given_the_parse_does_not_parse_again(
     native_build: BuildFactory, tree_b11312: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from generator.build import native
+    from generator.native import build as native
     from generator.parse.frontend import parse_tree
 
     first = native_build(tree_b11312, "linux-x86_64")

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from generator.build.nextn_archs import single_nextn_architectures
 from generator.errors import SourceError
+from generator.native.nextn_archs import single_nextn_architectures
 from generator.testmodel import ARCH
 
 

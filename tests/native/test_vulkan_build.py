@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from generator.build.native import BuildResult, build_native
-from generator.build.vulkan import MIN_HEADER_VERSION, header_version
+from generator.native.build import BuildResult, build_native
+from generator.native.vulkan import MIN_HEADER_VERSION, header_version
 from tests.repo import REPO_ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from generator.build.native import BuildResult
+from generator.native.build import BuildResult
 from generator.platforms import CannotRunError, Execution, execution_here, host_toolchain
 from generator.smoke.c_driver import place_libraries_beside
 from tests.conftest import BuildFactory

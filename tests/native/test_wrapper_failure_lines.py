@@ -3,7 +3,7 @@ sources, with the upstream declaration the compiler pointed at (no native build 
 
 from __future__ import annotations
 
-from generator.build.native import first_wrapper_error
+from generator.native.build import first_wrapper_error
 
 GCC_LOG = """\
 [12/200] Building CXX object CMakeFiles/llama_mtp.dir/llama_mtp_upstream.cpp.o

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from generator.build.native import BuildResult
+from generator.native.build import BuildResult
 from tests.bindings_process import run_json
 from tests.mtp.conftest import BINDINGS_PARENT, log_softmax_after
 from tests.mtp.test_lifetimes import CASES, EXPECTED, MODEL_SURFACE, PREAMBLE

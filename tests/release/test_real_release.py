@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from generator.build.native import build_native
+from generator.native.build import build_native
 from generator.platforms import split_key
 from generator.releases import load_releases
 from tests.conftest import BuildFactory

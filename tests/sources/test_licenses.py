@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from generator.build.native import build_dir_for, default_out_dir
+from generator.native.build import build_dir_for, default_out_dir
 from generator.paths import CACHE_ENV
 from generator.platforms import get_platform
 from generator.sources.licenses import (

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from generator.build.native import BuildResult
 from generator.emit import emit_package
+from generator.native.build import BuildResult
 from generator.parse.frontend import parse_interface, tree_source
 from generator.parse.options import HOST_TARGET, ParseOptions
 from generator.paths import default_cache_dir, wrapper_dir

@@ -29,8 +29,12 @@ from pathlib import Path
 from typing import Any
 
 from generator import __version__
-from generator.build import api_module
-from generator.build.build_info import (
+from generator.emit import API_MODULE
+from generator.errors import UsageError
+from generator.hashing import file_sha256
+from generator.ir import Interface
+from generator.native import api_module
+from generator.native.build_info import (
     BUILD_INFO_FORMAT,
     BUILD_INFO_NAME,
     MtpSupport,
@@ -39,18 +43,14 @@ from generator.build.build_info import (
     wrapper_sources_sha256,
     write_build_info,
 )
-from generator.build.cmake_driver import (
+from generator.native.cmake_driver import (
     BuildError,
     build_environment,
     ccache_defines,
     progress,
     run_step,
 )
-from generator.build.nextn_archs import single_nextn_architectures
-from generator.emit import API_MODULE
-from generator.errors import UsageError
-from generator.hashing import file_sha256
-from generator.ir import Interface
+from generator.native.nextn_archs import single_nextn_architectures
 from generator.paths import default_cache_dir, wrapper_dir
 from generator.platforms import (
     BASE_CMAKE_OPTIONS,
@@ -107,7 +107,7 @@ def check_backend_buildable(plat: Platform, backend: str) -> None:
 def backend_missing_tools(backend: str) -> str:
     """Why this machine cannot build ``backend`` ("" it can, or the backend is cpu)."""
     if backend == "vulkan":
-        from generator.build.vulkan import missing_tools
+        from generator.native.vulkan import missing_tools
 
         return missing_tools()
     if backend == "cuda":
@@ -174,7 +174,7 @@ def backend_cmake_options(plat: Platform, backend: str) -> dict[str, str]:
         if backend == "metal":  # the shaders inside the library: nothing to ship beside it
             options["GGML_METAL_EMBED_LIBRARY"] = "ON"
     if backend == "vulkan":
-        from generator.build.vulkan import vulkan_include_dir
+        from generator.native.vulkan import vulkan_include_dir
 
         options |= {"GGML_VULKAN": "ON", "Vulkan_INCLUDE_DIR": str(vulkan_include_dir())}
     if backend == "cuda":

@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from generator.build.cmake_driver import BuildError, ccache_path, run_step
 from generator.emit import API_MODULE
 from generator.emit.cdef import build_cdef, cdef_identity, declarations_text
 from generator.ir import Interface
+from generator.native.cmake_driver import BuildError, ccache_path, run_step
 from generator.platforms import Platform, Toolchain
 from generator.symbols import exported_functions_of
 
