@@ -112,6 +112,8 @@ def markdown(result: dict[str, Any], chart_name: str) -> str:
         lines += _import_lines(sections["import"])
     if "strategies" in sections:
         lines += _strategies_lines(sections["strategies"])
+    if "realmodel" in sections:
+        lines += _realmodel_lines(sections["realmodel"])
     if "mtp" in sections:
         m = sections["mtp"]
         lines += ["## 4. MTP speculative decoding", "", m["method"], ""]
@@ -236,6 +238,60 @@ def _strategies_lines(st: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
+def _realmodel_lines(rm: dict[str, Any]) -> list[str]:
+    lines = [
+        "## Real model: our runtime vs llama-cpp-python's `Llama`",
+        "",
+        rm["method"],
+        "",
+    ]
+    if rm.get("peer_unavailable"):
+        lines += [f"**llama-cpp-python unavailable, not measured:** {rm['peer_unavailable']}", ""]
+    if "wall_seconds" in rm:
+        lines += [
+            f"The section took {rm['wall_seconds']:.0f} s on {rm['cpu_count']} CPU(s) shared with "
+            f"other work; load average at its end {rm['load_average_end']} (a 1-thread run "
+            "alone would add about 1).",
+            "",
+        ]
+    for prompt, d in rm["prompts"].items():
+        tps, pps = d["tokens_per_second"], d["prompt_tokens_per_second"]
+        lines += [
+            f"### {prompt} prompt ({_median(d['generated_tokens'].get('ours_plain'))} tokens "
+            f"generated after {len(d['text'])} characters)",
+            "",
+            "| run | generation tokens/s | prompt tokens/s | whole call s | vs own plain "
+            "(tokens/s) | steps | drafted | peak MB | output = ours plain | finish |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for name in tps:
+            lines.append(
+                f"| {name} | {_fmt(tps[name], 1)} | {_fmt(pps[name], 0)} | "
+                f"{_fmt(d['call_seconds'][name])} | "
+                f"{_fmt(d['speedup_vs_own_plain'].get(name, {}))} | "
+                f"{_median(d['steps'][name])} | {_median(d['drafted_tokens'][name])} | "
+                f"{_fmt(d['peak_rss_mb'][name], 0)} | {d['output_equals_ours_plain'][name]} | "
+                f"{', '.join(d['finish_reasons'][name])} |"
+            )
+        lines += ["", "| ours / theirs | generation tokens/s | prompt tokens/s | whole call |",
+                  "|---|---|---|---|"]  # fmt: skip
+        for pair, r in d["ours_over_theirs"].items():
+            lines.append(
+                f"| {pair} | **{_fmt(r['tokens_per_second'])}** | "
+                f"{_fmt(r['prompt_tokens_per_second'])} | {_fmt(r['call_speed'])} |"
+            )
+        same_prompt = all(d["prompt_equals_ours"].values())
+        lines += [
+            "",
+            f"Same prompt ids on both sides: {same_prompt}. Context settings (ours plain): "
+            f"{d['settings'].get('ours_plain')}; theirs plain: "
+            f"{d['settings'].get('theirs_plain', '-')}. Ours plain's output begins: "
+            f"{d['ours_plain_text'][:160]!r}.",
+            "",
+        ]
+    return lines
+
+
 IMPORT_CASES = {
     "python_start": "interpreter start only (`python -c` printing one line)",
     "ours_abi": "ours, ABI mode, declarations pre-parsed (`_ffi_abi.py`)",
@@ -346,6 +402,18 @@ def _panels(sections: dict[str, Any]) -> list[Panel]:
         names = [n for n in names if n in rep]
         title = "strategies, repetitive prompt: tokens/s / ours plain (higher is better)"
         panels.append((names, [rep[n] for n in names], title, 1))
+    if "realmodel" in sections:
+        prompts = sections["realmodel"]["prompts"]
+        labels = [f"{p}:{pair.replace('ours_', '').replace('theirs_', '')}"
+                  for p, d in prompts.items() for pair in d["ours_over_theirs"]]  # fmt: skip
+        stats = [r["tokens_per_second"] for d in prompts.values()
+                 for r in d["ours_over_theirs"].values()]  # fmt: skip
+        title = "realmodel: generation tokens/s, ours / llama-cpp-python (higher is better)"
+        panels.append((labels, stats, title, 1))
+        labels = [f"{p}:{n}" for p, d in prompts.items() for n in d["speedup_vs_own_plain"]]
+        stats = [s for d in prompts.values() for s in d["speedup_vs_own_plain"].values()]
+        title = "realmodel: speculation tokens/s / the same side's plain (higher is better)"
+        panels.append((labels, stats, title, 1))
     if sections.get("import", {}).get("ratio_vs_llama_cpp_python"):
         r = sections["import"]["ratio_vs_llama_cpp_python"]
         title = "6. import + load() + one call, whole process / llama-cpp-python (target 0.2)"

@@ -11,13 +11,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench import bumping, calls, generation, importing, loops, report, strategies
+from bench import bumping, calls, generation, importing, loops, realmodel, report, strategies
 from bench.stats import log
 
 REPO = Path(__file__).resolve().parent.parent
-SECTIONS = ("generation", "calls", "loop", "mtp", "bump", "import", "strategies")
-# Sections a plain `python -m bench` runs; "bump" (minutes: a cold build) and "strategies" (about
-# 15 minutes on 2 cores) only when named.
+SECTIONS = (
+    "generation", "calls", "loop", "mtp", "bump", "import", "strategies", "realmodel",
+)  # fmt: skip
+# Sections a plain `python -m bench` runs; "bump" (minutes: a cold build), "strategies" (about
+# 15 minutes on 2 cores) and "realmodel" (Gemma 3 270M, about a minute per repeat) only when named.
 DEFAULT_SECTIONS = ("generation", "calls", "loop", "mtp", "import")
 REF = "b11312"
 
@@ -110,6 +112,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default="f16",
         help="matrix type of the MTP section's models (%(default)s)",
     )
+    p.add_argument("--realmodel-tokens", type=int, default=128)
+    p.add_argument(
+        "--realmodel-flash-attn",
+        choices=("on", "off"),
+        default="on",
+        help="flash attention on both sides in the realmodel section (%(default)s)",
+    )
     p.add_argument(
         "--quick",
         action="store_true",
@@ -199,6 +208,21 @@ def main(argv: list[str] | None = None) -> int:
             draft_max=args.strategies_draft_max,
         )
         sections["strategies"] = strategies.run(setup, args.repeats)
+    if "realmodel" in args.sections:
+        log("section realmodel: Gemma 3 270M, ours vs llama-cpp-python's Llama")
+        from generator.models import fetch_model
+
+        rm_setup = realmodel.Setup(
+            repo=REPO,
+            lib_dir=lib_dir,
+            model=fetch_model("gemma3-270m", cache),
+            n=16 if args.quick else args.realmodel_tokens,
+            n_ctx=512,
+            n_batch=512,
+            threads=args.threads,
+            flash_attn=args.realmodel_flash_attn,
+        )
+        sections["realmodel"] = realmodel.run(rm_setup, cache, args.repeats)
     if "import" in args.sections:
         log("section 6: import and load vs llama-cpp-python")
         api_mode = llama_bindings.loader.find_api_module(lib_dir) is not None
