@@ -16,11 +16,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import platformdirs
-
 from generator.errors import UsageError
+from generator.shipped import verified_files
 
-CACHE_ENV = "LLAMA_BINDGEN_CACHE"
+CACHE_ENV = verified_files.CACHE_ENV
 REPO_ENV = "LLAMA_BINDGEN_REPO"
 CHECKOUT_MARKER = "releases.toml"
 TAG_SOURCES = "tag-sources.toml"
@@ -111,8 +110,6 @@ def tag_sources_paths(cache: Path) -> tuple[Path, Path | None]:
 
 
 def default_cache_dir() -> Path:
-    """``$LLAMA_BINDGEN_CACHE`` if set, else the per-user cache folder of the platform."""
-    env = os.environ.get(CACHE_ENV)
-    if env:
-        return Path(env).expanduser().resolve()
-    return Path(platformdirs.user_cache_dir("llama-bindgen")).resolve()
+    """``$LLAMA_BINDGEN_CACHE`` if set, else the per-user cache folder of the platform: the rule
+    the bindings' seals follow too (``shipped/verified_files.py`` is its one home)."""
+    return Path(verified_files.cache_dir()).resolve()

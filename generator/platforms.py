@@ -12,7 +12,6 @@ matrix all read it.
 
 from __future__ import annotations
 
-import dataclasses
 import glob
 import os
 import shutil
@@ -101,7 +100,7 @@ class Toolchain:
     runtime_dirs: tuple[str, ...] = ()  # glob patterns: where its runtime libraries live
     runtime_libraries: tuple[str, ...] = ()  # shipped beside the libraries (MinGW's DLLs)
     # Non-empty: zig's clang (PyPI ziglang) cross-compiles for this zig target; the compilers,
-    # ar and ranlib are small wrapper scripts llama-bindgen writes (see zig_toolchain()).
+    # ar and ranlib are small wrapper scripts llama-bindgen writes (native/host.py).
     zig_target: str = ""
     archiver: str | None = None  # CMAKE_AR / CMAKE_RANLIB of a generated toolchain file
     ranlib: str | None = None
@@ -126,7 +125,8 @@ class Toolchain:
         if self.zig_target:
             if _find_spec("ziglang") is None:
                 return ["zig (the PyPI package ziglang in the Python running llama-bindgen)"]
-            return zig_toolchain(self).missing_commands()
+            # its compilers, ar and ranlib are scripts the build writes (native/host.py)
+            return [t for t in ("cmake", "ninja") if shutil.which(t) is None]
         return self.missing_commands()
 
     def missing_commands(self) -> list[str]:
@@ -296,10 +296,9 @@ def _emulator_env(emulator: Emulator) -> dict[str, str]:
         return {}
     from generator.paths import default_cache_dir
 
-    # A prefix of our own (wine creates it on first use, about 5 s, but not its parent folder),
-    # quiet, no GUI dialogs.
+    # A prefix of our own (wine creates it on first use, about 5 s, but not its parent folder:
+    # native/host.py's execution_here makes that), quiet, no GUI dialogs.
     prefix = default_cache_dir() / "wine" / "prefix"
-    prefix.parent.mkdir(parents=True, exist_ok=True)
     return {
         "WINEPREFIX": str(prefix),
         "WINEDEBUG": "-all",
@@ -596,53 +595,6 @@ def host_platform_name() -> str:
     if name not in PLATFORMS:
         raise UsageError(f"llama-bindgen does not know this machine ({system} {machine})")
     return name
-
-
-def host_toolchain(plat: Platform) -> Toolchain:
-    """The toolchain that builds ``plat`` on this machine (zig's wrapper scripts written)."""
-    toolchain = plat.toolchain_for(host_platform_name())
-    return zig_toolchain(toolchain) if toolchain.zig_target else toolchain
-
-
-def zig_toolchain(toolchain: Toolchain) -> Toolchain:
-    """``toolchain`` with its compilers, ar and ranlib pointing at wrapper scripts that run this
-    interpreter's ziglang, written under the cache (``zig/<target>/``). Unchanged when ziglang
-    is not installed: ``missing_tools()`` then says so."""
-    import importlib.metadata
-    import shlex
-
-    from generator.paths import default_cache_dir
-    from generator.templating import environment
-
-    if _find_spec("ziglang") is None:
-        return toolchain
-    template = environment().get_template("native/zig-wrapper.sh.j2")
-    folder = default_cache_dir() / "zig" / toolchain.zig_target
-    folder.mkdir(parents=True, exist_ok=True)
-    paths: dict[str, str] = {}
-    for tool in ("cc", "c++", "ar", "ranlib"):
-        target_args = f"-target {toolchain.zig_target}" if tool in ("cc", "c++") else ""
-        text = template.render(
-            tool=tool, target=toolchain.zig_target, target_args=target_args,
-            python=shlex.quote(sys.executable), version=importlib.metadata.version("ziglang"),
-        )  # fmt: skip
-        path = folder / f"zig-{tool}"
-        if not path.is_file() or path.read_text(encoding="utf-8") != text:
-            # by rename: a build running with the old script never reads half of the new one
-            fresh = path.with_name(f".{path.name}.{os.getpid()}")
-            fresh.write_text(text, encoding="utf-8")
-            fresh.chmod(0o755)
-            fresh.replace(path)
-        paths[tool] = str(path)
-    return dataclasses.replace(
-        toolchain, c_compiler=paths["cc"], cxx_compiler=paths["c++"], archiver=paths["ar"],
-        ranlib=paths["ranlib"],
-    )  # fmt: skip
-
-
-def execution_here(plat: Platform) -> Execution:
-    """How this machine runs ``plat``'s programs (raises :class:`CannotRunError`)."""
-    return plat.execution(host_platform_name())
 
 
 def apt_packages_for(host: str) -> tuple[str, ...]:

@@ -42,6 +42,7 @@ from generator.emit import PACKAGE_NAME, emit_package
 from generator.errors import BindgenError
 from generator.ir.interface import Interface
 from generator.native.build import backend_missing_tools
+from generator.native.host import execution_here
 from generator.parse.frontend import parse_tree
 from generator.paths import TAG_SOURCES, default_cache_dir
 from generator.platforms import (
@@ -49,7 +50,6 @@ from generator.platforms import (
     GPU_BACKEND_BUILDS,
     PLATFORMS,
     CannotRunError,
-    execution_here,
     gate_key,
     get_platform,
     host_platform_name,

@@ -50,6 +50,7 @@ from generator.native.cmake_driver import (
     progress,
     run_step,
 )
+from generator.native.host import host_toolchain
 from generator.native.nextn_archs import single_nextn_architectures
 from generator.paths import default_cache_dir, wrapper_dir
 from generator.platforms import (
@@ -60,7 +61,6 @@ from generator.platforms import (
     builds_backend,
     gate_key,
     get_platform,
-    host_toolchain,
     runtime_library_path,
 )
 from generator.sources.licenses import licence_status, write_licenses

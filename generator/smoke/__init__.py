@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from generator.platforms import CannotRunError, Execution, Platform, execution_here, get_platform
+from generator.native.host import execution_here
+from generator.platforms import CannotRunError, Execution, Platform, get_platform
 from generator.smoke.devices import (
     ALL_LAYERS,
     DEVICE_PREFIX,

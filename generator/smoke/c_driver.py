@@ -12,7 +12,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from generator.platforms import Execution, Platform, host_toolchain
+from generator.native.host import host_toolchain
+from generator.platforms import Execution, Platform
 from generator.smoke import driver_result
 
 SOURCE = Path(__file__).resolve().with_name("mtp_smoke.c")

@@ -20,7 +20,8 @@ from pathlib import Path
 from generator.emit.probes import MAGIC, render_probe
 from generator.errors import BindgenError
 from generator.ir.interface import Interface
-from generator.platforms import CannotRunError, Platform, execution_here, host_toolchain
+from generator.native.host import execution_here, host_toolchain
+from generator.platforms import CannotRunError, Platform
 
 _WORD = struct.Struct("<Q")
 

@@ -37,13 +37,9 @@ from generator.errors import UsageError
 from generator.hashing import file_sha256
 from generator.native.build_info import BUILD_INFO_NAME, read_build_info
 from generator.native.cmake_driver import build_environment, ccache_defines, progress, run_step
+from generator.native.host import host_toolchain
 from generator.paths import default_cache_dir
-from generator.platforms import (
-    BASE_CMAKE_OPTIONS,
-    get_platform,
-    host_platform_name,
-    host_toolchain,
-)
+from generator.platforms import BASE_CMAKE_OPTIONS, get_platform, host_platform_name
 from generator.sources.tree import Tree
 
 DRIVERS: tuple[str, ...] = ("llama-simple", "llama-speculative-simple")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from generator.paths import default_cache_dir
 from generator.shipped import verified_files
 
 
@@ -126,9 +127,10 @@ def test_only_the_newest_seals_are_kept(seals: Path, tmp_path: Path) -> None:
 def test_the_default_folder_is_the_tools_own_cache_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, platform: str, xdg: bool
 ) -> None:
-    """Without ``$LLAMA_BINDGEN_CACHE`` the seals go where the tool's cache goes: platformdirs'
-    user cache folder for ``llama-bindgen`` (generator.paths), which the bindings cannot import,
-    so the folder is spelled out in verified_files and compared here, platform by platform."""
+    """Without ``$LLAMA_BINDGEN_CACHE`` the seals go where the tool's cache goes: the rule has
+    one home, verified_files.cache_dir (the bindings cannot import platformdirs), which
+    generator.paths uses; it is compared here, platform by platform, with platformdirs' user
+    cache folder for ``llama-bindgen``, where earlier versions of the tool kept their cache."""
     import platformdirs.macos
     import platformdirs.unix
     import platformdirs.windows
@@ -151,3 +153,4 @@ def test_the_default_folder_is_the_tools_own_cache_folder(
     monkeypatch.setattr(verified_files.sys, "platform", platform)
     found = verified_files.cache_file()
     assert found == str(Path(dirs.user_cache_dir) / verified_files.FILE_NAME)
+    assert default_cache_dir() == Path(dirs.user_cache_dir).resolve()

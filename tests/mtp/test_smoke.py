@@ -158,7 +158,7 @@ def test_c_driver_generates_what_the_python_runtime_generates(
     every test model: the Windows smoke under wine checks the same thing the Python one does."""
     import sys
 
-    from generator.platforms import execution_here
+    from generator.native.host import execution_here
     from generator.smoke import _models
     from generator.smoke.c_driver import run_c_driver
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from generator.platforms import host_toolchain
+from generator.native.host import host_toolchain
 from tests.conftest import BuildFactory
 from tests.native.conftest import compile_cases
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from generator.native.build import BuildResult
-from generator.platforms import host_toolchain
+from generator.native.host import host_toolchain
 from generator.symbols import exported_functions, machine
 from generator.verify.symbols_gate import missing_functions
 from tests.conftest import BuildFactory

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from generator.platforms import get_platform, host_toolchain
+from generator.native.host import host_toolchain
+from generator.platforms import get_platform
 from generator.symbols import binary_format, exported_functions, machine
 
 # the platforms whose compilers this machine has (.ci/run installs them; macOS: zig)

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from generator.native.build import BuildResult
-from generator.platforms import CannotRunError, Execution, execution_here, host_toolchain
+from generator.native.host import execution_here, host_toolchain
+from generator.platforms import CannotRunError, Execution
 from generator.smoke.c_driver import place_libraries_beside
 from tests.conftest import BuildFactory
 from tests.native.conftest import compile_cases, parse_cases
