@@ -39,23 +39,30 @@ OFF = "off"
 KEEP = 64  # seals kept, newest last; older ones are dropped when a new one is written
 
 
-def cache_file() -> str | None:
-    """The seal file's path, or None when the cache is off."""
-    chosen = os.environ.get(FILE_ENV)
-    if chosen is not None:
-        return None if chosen.strip().lower() in ("", OFF) else os.path.expanduser(chosen)
+def cache_dir() -> str:
+    """llama-bindgen's per-user cache folder: ``$LLAMA_BINDGEN_CACHE`` if set, else the
+    platform's (platformdirs' layout). The one home of this rule: the tool's own cache
+    (``generator.paths.default_cache_dir``) is this folder too."""
     folder = os.environ.get(CACHE_ENV)
     if not folder:
         if sys.platform == "win32":
             local = os.environ.get("LOCALAPPDATA") or os.path.expanduser("~\\AppData\\Local")
-            # platformdirs' layout with no app author (LOCALAPPDATA\author\app\Cache), as
-            # the tool's own cache: the author defaults to the app's name
+            # platformdirs' layout with no app author (LOCALAPPDATA\author\app\Cache): the
+            # author defaults to the app's name
             folder = os.path.join(local, "llama-bindgen", "llama-bindgen", "Cache")
         else:  # platformdirs honours $XDG_CACHE_HOME on macOS too
             home_cache = "~/Library/Caches" if sys.platform == "darwin" else "~/.cache"
             base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser(home_cache)
             folder = os.path.join(base, "llama-bindgen")
-    return os.path.join(os.path.expanduser(folder), FILE_NAME)
+    return os.path.expanduser(folder)
+
+
+def cache_file() -> str | None:
+    """The seal file's path, or None when the cache is off."""
+    chosen = os.environ.get(FILE_ENV)
+    if chosen is not None:
+        return None if chosen.strip().lower() in ("", OFF) else os.path.expanduser(chosen)
+    return os.path.join(cache_dir(), FILE_NAME)
 
 
 def _identity(path: Path | str) -> str:
