@@ -20,7 +20,6 @@ from generator.ir.record import RecordLayout
 from generator.parse import declarations, probes
 from generator.parse.clang_api import TranslationUnit, diagnostics, parse
 from generator.parse.options import ENTRY_NAME, ParseOptions
-from generator.parse.types import UnsupportedType
 from generator.paths import wrapper_dir
 from generator.platforms import DEFAULT_TARGETS, HOST_TARGET
 from generator.releases import commit_label
@@ -119,10 +118,7 @@ def _interface(
     if progress:
         print(f"parse: {HOST_TARGET} (declarations)", file=sys.stderr)
     host_tu = _parse_target(options, HOST_TARGET)
-    try:
-        found = declarations.collect(host_tu, options)
-    except UnsupportedType as exc:
-        raise BindgenError(str(exc)) from exc
+    found = declarations.collect(host_tu, options)
 
     record_layouts: dict[str, dict[str, RecordLayout]] = {name: {} for name in found.records}
     enum_sizes: dict[str, dict[str, int]] = {name: {} for name in found.enums}

@@ -29,10 +29,6 @@ _BUILTINS: dict[TypeKind, str] = {
 }
 
 
-class UnsupportedType(Exception):
-    """A clang type the IR has no form for."""
-
-
 def _from_freestanding(ctype: Type) -> bool:
     name = location_file(ctype.get_declaration())
     return name is not None and is_freestanding_header(name)
@@ -86,4 +82,7 @@ def convert(ctype: Type) -> CType:
         return CType("function", target=convert(ctype.get_result()))
     if kind in _BUILTINS:
         return CType.builtin(_BUILTINS[kind], const)
-    raise UnsupportedType(f"unsupported C type {ctype.spelling!r} ({kind.name})")
+    # No IR form (128-bit integers, complex and half floats, vector types, ...): a builtin under
+    # clang's spelling. cffi knows no such name, so each declaration that uses it is left out of
+    # the bindings and listed with the reason (emit.support), and the rest of the header is bound.
+    return CType.builtin(ctype.spelling.removeprefix("const ").strip(), const)
