@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
+from generator.emit.cffi_layouts import layout_mismatches
 from generator.emit.support import SupportCheck, Unsupported
 from generator.ir import CType, Enum, Field, Function, Interface, Record, Typedef
 
@@ -123,7 +124,21 @@ class _Orderer:
 
 
 def build_cdef(api: Interface) -> Cdef:
-    check = SupportCheck(api)
+    """The cdef of every declaration cffi can carry, each record laid out by cffi as by the
+    compiler on the host (emit.cffi_layouts): a record cffi would lay out otherwise is declared
+    opaque, listed with the reason, and so is every record that holds it by value."""
+    opaque: dict[str, str] = {}
+    for _ in range(len(api.records) + 1):
+        result = _build_cdef(api, opaque)
+        differ = layout_mismatches(declarations_text(result), result.bound_records, api)
+        if not differ:
+            return result
+        opaque.update(differ)
+    raise AssertionError("the cffi layout check did not settle")  # each round removes a record
+
+
+def _build_cdef(api: Interface, opaque: dict[str, str]) -> Cdef:
+    check = SupportCheck(api, opaque)
     result = Cdef()
 
     records: dict[str, Record] = {}

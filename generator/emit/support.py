@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from generator.ir import CType, Field, Function, Interface, Record
@@ -32,9 +33,12 @@ class Unsupported:
 class SupportCheck:
     """Decides, declaration by declaration, what the cdef can carry."""
 
-    def __init__(self, api: Interface) -> None:
+    def __init__(self, api: Interface, opaque: Mapping[str, str] | None = None) -> None:
         self.api = api
         self._typedef_reason: dict[str, str | None] = {}
+        # records the cdef must not lay out for a reason found outside this check (name ->
+        # reason; emit.cffi_layouts: cffi would lay them out unlike the compiler)
+        self.forced = dict(opaque or {})
         # records whose layout the cdef cannot give: opaque in C, or made opaque here
         self.layoutless: set[str] = {r.name for r in api.records if r.opaque}
         # tagless records (typedef struct {...} name) left out: their name is undeclared
@@ -44,6 +48,12 @@ class SupportCheck:
         """Find every record the cdef cannot lay out, following by-value members until nothing
         changes; returns record name -> reason."""
         reasons: dict[str, str] = {}
+        for record in self.api.records:
+            if record.name in self.forced and record.name not in self.layoutless:
+                reasons[record.name] = self.forced[record.name]
+                self.layoutless.add(record.name)
+                if record.tagless:
+                    self.dropped_names[record.name] = self.forced[record.name]
         changed = True
         while changed:
             changed = False
