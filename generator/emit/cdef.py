@@ -54,15 +54,31 @@ def _field_lines(fields: tuple[Field, ...], depth: int) -> list[str]:
     lines: list[str] = []
     for item in fields:
         if item.members:
-            lines.append(f"{pad}{item.type.kind} {{")
+            kind, declarator = _unnamed_record_declarator(item)
+            lines.append(f"{pad}{kind} {{")
             lines.extend(_field_lines(item.members, depth + 1))
-            lines.append(f"{pad}}}{' ' + item.name if item.name else ''};")
+            lines.append(f"{pad}}}{' ' + declarator if declarator else ''};")
             continue
         decl = item.type.declare(item.name)
         if item.bit_width is not None:
             decl = f"{decl} : {item.bit_width}"
         lines.append(f"{pad}{decl};")
     return lines
+
+
+def _unnamed_record_declarator(item: Field) -> tuple[str, str]:
+    """For a member made of an unnamed record: what comes before its body (``struct``, ``const
+    union``) and after it (``name``, ``name[2]``, ``* name``: C spells arrays of and pointers to
+    an unnamed record inline)."""
+    base = item.type
+    while base.kind in ("array", "pointer") and base.target is not None:
+        base = base.target
+    head = f"const {base.kind}" if base.const else base.kind
+    if base is item.type:
+        return head, item.name
+    placeholder = "@"
+    declared = item.type.with_base(CType("typedef", placeholder)).declare(item.name)
+    return head, declared.removeprefix("const ").removeprefix(placeholder).strip()
 
 
 def record_definition(record: Record) -> str:

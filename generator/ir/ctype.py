@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 CTypeKind = Literal["builtin", "typedef", "struct", "union", "enum", "pointer", "array", "function"]
@@ -60,6 +60,13 @@ class CType:
         return found
 
     # -- printing ------------------------------------------------------------------------
+
+    def with_base(self, base: CType) -> CType:
+        """This type with the type under its arrays and pointers replaced by ``base`` (which
+        keeps the replaced type's ``const``)."""
+        if self.kind in ("array", "pointer") and self.target is not None:
+            return replace(self, target=self.target.with_base(base))
+        return replace(base, const=base.const or self.const)
 
     def declare(self, declarator: str = "") -> str:
         """The C declaration of ``declarator`` with this type (``""`` gives the abstract type)."""

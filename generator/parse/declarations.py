@@ -59,6 +59,33 @@ def _is_tagless(cursor: Cursor) -> bool:
     return not spelled.startswith(f"{_record_kind(cursor)} ")
 
 
+def _innermost(ctype: Type) -> Type:
+    """The type under ``ctype``'s arrays, pointers and elaborations."""
+    while True:
+        if ctype.kind == TypeKind.ELABORATED:
+            ctype = ctype.get_named_type()
+        elif ctype.kind in (TypeKind.CONSTANTARRAY, TypeKind.INCOMPLETEARRAY):
+            ctype = ctype.element_type
+        elif ctype.kind == TypeKind.POINTER:
+            ctype = ctype.get_pointee()
+        else:
+            return ctype
+
+
+def _field_type(clang_type: Type) -> tuple[CType, tuple[Field, ...]]:
+    """A member's type, and the members of the unnamed record it is made of (directly, or as
+    arrays of or pointers to it: C spells those inline, ``struct { ... } name[2];``). A member
+    of an unnamed enum type has the enum's integer type (its constants are bound on their own)."""
+    ctype = convert(clang_type)
+    inner = _innermost(clang_type)
+    declaration = inner.get_declaration()
+    if inner.kind == TypeKind.ENUM and declaration.is_anonymous():
+        return ctype.with_base(convert(declaration.enum_type)), ()
+    if inner.kind == TypeKind.RECORD and declaration.is_anonymous():
+        return ctype, _fields(declaration)
+    return ctype, ()
+
+
 def _fields(record: Cursor) -> tuple[Field, ...]:
     """Members in order; anonymous struct/union members carry their own members."""
     found: list[Field] = []
@@ -67,11 +94,7 @@ def _fields(record: Cursor) -> tuple[Field, ...]:
             kind: CTypeKind = _record_kind(child)
             found.append(Field("", CType(kind), members=_fields(child)))
         elif child.kind == CursorKind.FIELD_DECL:
-            ctype = convert(child.type)
-            members: tuple[Field, ...] = ()
-            named = child.type.get_named_type() if child.type.kind == TypeKind.ELABORATED else None
-            if ctype.kind in ("struct", "union") and not ctype.name and named is not None:
-                members = _fields(named.get_declaration())
+            ctype, members = _field_type(child.type)
             width = int(child.get_bitfield_width()) if child.is_bitfield() else None
             found.append(
                 Field(child.spelling, ctype, width, comments.clean(child.raw_comment), members)
@@ -190,7 +213,7 @@ class _Collector:
     def record(self, cursor: Cursor, header: str) -> None:
         # nested definitions (struct inside struct) are file-scope in C
         for child in walk(cursor):
-            if child.kind in _RECORD_KINDS and not child.is_anonymous():
+            if child.kind in _RECORD_KINDS:  # an unnamed one: for the named ones inside it
                 self.record(child, header)
             elif child.kind == CursorKind.ENUM_DECL:
                 self.enum(child, header)
