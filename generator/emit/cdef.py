@@ -41,9 +41,13 @@ def cdef_identity(cdef: Cdef) -> str:
     return hashlib.sha256(declarations_text(cdef).encode()).hexdigest()
 
 
-def enum_definition(enum: Enum) -> str:
+def enum_definition(enum: Enum, *, values_only: bool = False) -> str:
+    """The enum's cdef; ``values_only``: its constants in an unnamed enum (a tagless enum whose
+    name is a typedef of its integer type, see parse.types)."""
     lines = [f"{_INDENT}{m.name} = {m.value}," for m in enum.members]
     body = "\n".join(lines)
+    if values_only:
+        return f"enum {{\n{body}\n}};"
     if enum.tagless:
         return f"typedef enum {{\n{body}\n}} {enum.name};"
     return f"enum {enum.name} {{\n{body}\n}};"
@@ -183,7 +187,10 @@ def _build_cdef(api: Interface, opaque: dict[str, str]) -> Cdef:
     for name, record in sorted(records.items()):
         if not record.tagless:
             result.forward_declarations.append(f"{record.kind} {name};")
-    result.enums = [enum_definition(e) for e in api.enums]
+    typedef_names = {t.name for t in api.typedefs}
+    result.enums = [
+        enum_definition(e, values_only=e.tagless and e.name in typedef_names) for e in api.enums
+    ]
 
     orderer = _Orderer(api, records, typedefs)
     for name in sorted(set(records) | set(typedefs)):

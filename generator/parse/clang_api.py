@@ -175,3 +175,28 @@ def is_anonymous_record(cursor: Cursor) -> bool:
     """True for an anonymous struct/union *member* (``union { ... };`` inside a record)."""
     result: int = conf.lib.clang_Cursor_isAnonymousRecordDecl(cursor)
     return bool(result)
+
+
+_UNSIGNED_KINDS = frozenset(
+    {
+        TypeKind.BOOL, TypeKind.CHAR_U, TypeKind.UCHAR, TypeKind.CHAR16, TypeKind.CHAR32,
+        TypeKind.USHORT, TypeKind.UINT, TypeKind.ULONG, TypeKind.ULONGLONG, TypeKind.UINT128,
+    }
+)  # fmt: skip
+
+
+def enum_integer_type(enum_decl: Cursor) -> Type:
+    """The integer type an enum is stored as (its fixed underlying type, or the one the compiler
+    chose), typedefs resolved."""
+    integer: Type = enum_decl.enum_type
+    return integer.get_canonical()
+
+
+def enum_constant_value(constant: Cursor, integer: Type) -> int:
+    """An enumerator's value, read unsigned when the enum's integer type is unsigned (clang's
+    signed read sign-extends it: 32809 in a uint16_t enum would come back as -32727)."""
+    if integer.kind in _UNSIGNED_KINDS:
+        unsigned: int = conf.lib.clang_getEnumConstantDeclUnsignedValue(constant)
+        return unsigned
+    signed: int = conf.lib.clang_getEnumConstantDeclValue(constant)
+    return signed

@@ -21,6 +21,8 @@ from generator.parse.clang_api import (
     Type,
     TypeKind,
     cursor_at,
+    enum_constant_value,
+    enum_integer_type,
     is_anonymous_record,
     is_macro_function_like,
     location_file,
@@ -237,8 +239,9 @@ class _Collector:
         )
 
     def enum(self, cursor: Cursor, header: str) -> None:
+        integer = enum_integer_type(cursor)
         members = tuple(
-            EnumMember(c.spelling, int(c.enum_value), comments.clean(c.raw_comment))
+            EnumMember(c.spelling, enum_constant_value(c, integer), comments.clean(c.raw_comment))
             for c in walk(cursor)
             if c.kind == CursorKind.ENUM_CONSTANT_DECL
         )

@@ -5,7 +5,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 from generator.ir.ctype import CType, CTypeKind
-from generator.parse.clang_api import Type, TypeKind, location_file
+from generator.parse.clang_api import (
+    CursorKind,
+    Type,
+    TypeKind,
+    enum_constant_value,
+    enum_integer_type,
+    location_file,
+)
 from generator.parse.options import is_freestanding_header
 
 _BUILTINS: dict[TypeKind, str] = {
@@ -29,6 +36,33 @@ _BUILTINS: dict[TypeKind, str] = {
 }
 
 
+def _sized_unlike_int(ctype: Type) -> bool:
+    """Whether an enum's size differs from the one cffi gives it from its values alone (int
+    when they fit 32 bits, else 64 bits): a fixed underlying type or a packed enum."""
+    declaration = ctype.get_declaration()
+    integer = enum_integer_type(declaration)
+    values = [
+        enum_constant_value(c, integer)
+        for c in declaration.get_children()
+        if c.kind == CursorKind.ENUM_CONSTANT_DECL
+    ]
+    fits_32 = all(-(2**31) <= v < 2**32 for v in values)
+    return int(integer.get_size()) != (4 if fits_32 else 8)
+
+
+def _enum_integer(integer: Type) -> CType:
+    """An enum's integer type: as spelled when fixed (``uint8_t``), else the fixed-width type of
+    the compiler's choice (``unsigned char`` -> ``uint8_t``, ``unsigned long`` -> ``uint64_t``:
+    ``long`` would not say 8 bytes on every target)."""
+    converted = convert(integer)
+    if converted.kind != "builtin" or converted.name.endswith("_t"):
+        return converted
+    canonical = integer.get_canonical()
+    unsigned = canonical.kind in (TypeKind.UCHAR, TypeKind.USHORT, TypeKind.UINT, TypeKind.ULONG,
+                                  TypeKind.ULONGLONG, TypeKind.CHAR_U)  # fmt: skip
+    return CType.builtin(f"{'u' if unsigned else ''}int{8 * int(canonical.get_size())}_t")
+
+
 def _from_freestanding(ctype: Type) -> bool:
     name = location_file(ctype.get_declaration())
     return name is not None and is_freestanding_header(name)
@@ -47,6 +81,10 @@ def convert(ctype: Type) -> CType:
         if _from_freestanding(ctype):
             return CType.builtin(name, const)
         return CType("typedef", name, const)
+    if kind == TypeKind.ENUM and _sized_unlike_int(ctype):
+        # A fixed underlying type (enum e : uint8_t), a packed enum or values beyond int: cffi
+        # sizes every enum like int (or long long), so uses get the enum's integer type.
+        return replace(_enum_integer(ctype.get_declaration().enum_type), const=const)
     if kind in (TypeKind.RECORD, TypeKind.ENUM):
         decl = ctype.get_declaration()
         tag: CTypeKind
