@@ -35,6 +35,7 @@ def without_wrapper(api: Interface) -> Interface:
         typedefs=tuple(t for t in api.typedefs if t.header not in drop),
         constants=tuple(c for c in api.constants if c.header not in drop),
         skipped_macros=tuple(m for m in api.skipped_macros if m.header not in drop),
+        skipped_variables=tuple(v for v in api.skipped_variables if v.header not in drop),
     )
 
 

@@ -214,5 +214,9 @@ def _build_cdef(api: Interface, opaque: dict[str, str]) -> Cdef:
             continue
         result.functions.append(f"{function.signature()};")
         result.bound_functions.append(function)
+    for variable in api.skipped_variables:
+        result.unsupported.append(
+            Unsupported("variable", variable.name, variable.header, variable.reason)
+        )
     result.unsupported.sort(key=lambda u: (u.kind, u.name))
     return result

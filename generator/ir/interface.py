@@ -20,7 +20,8 @@ IR_FORMAT = 1
 
 @dataclass(frozen=True)
 class SkippedMacro:
-    """An object-like ``#define`` that is not an integer constant expression."""
+    """A declaration that is not bound, with the reason: an object-like ``#define`` that is not
+    an integer constant expression, or a global variable."""
 
     name: str
     header: str
@@ -65,6 +66,8 @@ class Interface:
     typedefs: tuple[Typedef, ...] = ()
     constants: tuple[Constant, ...] = ()
     skipped_macros: tuple[SkippedMacro, ...] = ()
+    # global variables that are not bound (a static const integer is a constant instead)
+    skipped_variables: tuple[SkippedMacro, ...] = ()
     _index: dict[str, Any] = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -139,6 +142,12 @@ class Interface:
             "typedefs": [t.to_json() for t in self.typedefs],
             "constants": [c.to_json() for c in self.constants],
             "skipped_macros": [m.to_json() for m in self.skipped_macros],
+            # only when there are any: IRs written before the field stay byte-identical
+            **(
+                {"skipped_variables": [v.to_json() for v in self.skipped_variables]}
+                if self.skipped_variables
+                else {}
+            ),
         }
 
     def dumps(self) -> str:
@@ -160,6 +169,9 @@ class Interface:
             typedefs=tuple(Typedef.from_json(t) for t in data["typedefs"]),
             constants=tuple(Constant.from_json(c) for c in data["constants"]),
             skipped_macros=tuple(SkippedMacro.from_json(m) for m in data["skipped_macros"]),
+            skipped_variables=tuple(
+                SkippedMacro.from_json(v) for v in data.get("skipped_variables", ())
+            ),
         )
 
     @staticmethod

@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Iterator, Sequence
-from ctypes import byref, c_void_p, cast
+from ctypes import byref, c_int, c_longlong, c_uint, c_ulonglong, c_void_p, cast
 from dataclasses import dataclass
 
 from clang.cindex import (  # re-exported for generator.parse
@@ -200,3 +200,50 @@ def enum_constant_value(constant: Cursor, integer: Type) -> int:
         return unsigned
     signed: int = conf.lib.clang_getEnumConstantDeclValue(constant)
     return signed
+
+
+_EVAL_INT = 1  # CXEval_Int
+_evaluate_lock = threading.Lock()
+_evaluate_ready = False
+
+
+def _declare_evaluate() -> None:
+    """libclang's cursor evaluation, which clang.cindex does not declare: its prototypes."""
+    global _evaluate_ready
+    with _evaluate_lock:
+        if _evaluate_ready:
+            return
+        lib = conf.lib
+        lib.clang_Cursor_Evaluate.argtypes = [Cursor]
+        lib.clang_Cursor_Evaluate.restype = c_void_p
+        lib.clang_EvalResult_getKind.argtypes = [c_void_p]
+        lib.clang_EvalResult_getKind.restype = c_int
+        lib.clang_EvalResult_isUnsignedInt.argtypes = [c_void_p]
+        lib.clang_EvalResult_isUnsignedInt.restype = c_uint
+        lib.clang_EvalResult_getAsUnsigned.argtypes = [c_void_p]
+        lib.clang_EvalResult_getAsUnsigned.restype = c_ulonglong
+        lib.clang_EvalResult_getAsLongLong.argtypes = [c_void_p]
+        lib.clang_EvalResult_getAsLongLong.restype = c_longlong
+        lib.clang_EvalResult_dispose.argtypes = [c_void_p]
+        lib.clang_EvalResult_dispose.restype = None
+        _evaluate_ready = True
+
+
+def evaluate_integer(cursor: Cursor) -> int | None:
+    """The integer value clang computes for a declaration's initializer (None: not an integer,
+    or not computable)."""
+    _declare_evaluate()
+    lib = conf.lib
+    result = lib.clang_Cursor_Evaluate(cursor)
+    if not result:
+        return None
+    try:
+        if lib.clang_EvalResult_getKind(result) != _EVAL_INT:
+            return None
+        if lib.clang_EvalResult_isUnsignedInt(result):
+            unsigned: int = lib.clang_EvalResult_getAsUnsigned(result)
+            return unsigned
+        signed: int = lib.clang_EvalResult_getAsLongLong(result)
+        return signed
+    finally:
+        lib.clang_EvalResult_dispose(result)

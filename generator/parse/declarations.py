@@ -23,6 +23,7 @@ from generator.parse.clang_api import (
     cursor_at,
     enum_constant_value,
     enum_integer_type,
+    evaluate_integer,
     is_anonymous_record,
     is_macro_function_like,
     location_file,
@@ -48,6 +49,8 @@ class Declarations:
     enums: dict[str, Enum] = field(default_factory=dict)
     typedefs: dict[str, Typedef] = field(default_factory=dict)
     anonymous_enum_constants: dict[str, Constant] = field(default_factory=dict)
+    variable_constants: dict[str, Constant] = field(default_factory=dict)  # static const ints
+    skipped_variables: dict[str, tuple[str, str]] = field(default_factory=dict)  # (header, why)
     headers: set[str] = field(default_factory=set)
     macros: dict[str, str] = field(default_factory=dict)  # object-like macro -> header
 
@@ -181,6 +184,8 @@ class _Collector:
                 self.typedef(child, header)
             elif kind == CursorKind.MACRO_DEFINITION:
                 self.macro(child, header)
+            elif kind == CursorKind.VAR_DECL and child.semantic_parent == cursor:
+                self.variable(child, header)
 
     def macro(self, cursor: Cursor, header: str) -> None:
         """Remember object-like macros with a body; include guards and switches are empty."""
@@ -188,6 +193,28 @@ class _Collector:
             return
         if cursor.spelling not in self.result.macros:
             self.result.macros[cursor.spelling] = header
+
+    def variable(self, cursor: Cursor, header: str) -> None:
+        """A global variable: a ``static const`` integer with a value is a constant; any other
+        is listed as not bound (cffi's ABI mode could read an exported one, but none of
+        llama.cpp's headers exports one, and a static one is in no library)."""
+        name = cursor.spelling
+        if name in self.result.variable_constants or name in self.result.skipped_variables:
+            return
+        const = bool(cursor.type.is_const_qualified())
+        static = cursor.storage_class == StorageClass.STATIC
+        value = evaluate_integer(cursor) if static and const else None
+        if value is not None:
+            self.result.variable_constants[name] = Constant(name, value, header)
+            return
+        spelled = cursor.type.spelling
+        why = (
+            f"static variable of type {spelled}: only a static const integer with a value is "
+            "bound (as a constant)"
+            if static
+            else f"global variable of type {spelled}: the bindings carry no variables"
+        )
+        self.result.skipped_variables[name] = (header, why)
 
     def function(self, cursor: Cursor, path: str, header: str) -> None:
         name = cursor.spelling

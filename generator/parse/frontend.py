@@ -156,6 +156,7 @@ def _interface(
     enums = tuple(replace(e, sizes=enum_sizes[name]) for name, e in sorted(found.enums.items()))
     constants = {n: Constant(n, v, found.macros[n]) for n, v in probe.constants.items()}
     constants.update(found.anonymous_enum_constants)
+    constants.update(found.variable_constants)
     skipped = tuple(
         SkippedMacro(n, found.macros[n], f"not an integer constant expression: {reason}")
         for n, reason in sorted(probe.not_constant.items())
@@ -171,6 +172,10 @@ def _interface(
         typedefs=tuple(t for _, t in sorted(found.typedefs.items())),
         constants=tuple(c for _, c in sorted(constants.items())),
         skipped_macros=skipped,
+        skipped_variables=tuple(
+            SkippedMacro(name, header, why)
+            for name, (header, why) in sorted(found.skipped_variables.items())
+        ),
     )
 
 
