@@ -146,6 +146,13 @@ class SupportCheck:
             return "static function: defined in the header, exported by no library"
         if function.variadic:
             return "variadic function: cffi's ABI mode cannot call it safely"
+        if function.unprototyped:
+            return "declared without a parameter list (f()): its parameters are unknown"
+        if function.calling_convention:
+            return (
+                f"calling convention {function.calling_convention}: cffi calls with the "
+                "platform's default one"
+            )
         for param in function.params:
             problem = self.type_problem(param.type) or self._by_value_problem(
                 param.type, f"parameter {param.name or '?'}"

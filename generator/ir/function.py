@@ -42,6 +42,11 @@ class Function:
     doc: str = ""
     deprecated: str | None = None
     static: bool = False
+    # declared without a parameter list (``void f()``): its parameters are unknown
+    unprototyped: bool = False
+    # a calling convention other than the target's default (clang's name, such as
+    # ``X86_64Win64`` for ``__attribute__((ms_abi))``); "" for the default
+    calling_convention: str = ""
 
     def signature(self) -> str:
         """The C prototype without a trailing semicolon."""
@@ -69,6 +74,9 @@ class Function:
             "doc": self.doc,
             "deprecated": self.deprecated,
             "static": self.static,
+            # written only when set: IRs made before these fields stay byte-identical
+            **({"unprototyped": True} if self.unprototyped else {}),
+            **({"calling_convention": self.calling_convention} if self.calling_convention else {}),
         }
 
     @staticmethod
@@ -83,4 +91,6 @@ class Function:
             doc=data.get("doc", ""),
             deprecated=data.get("deprecated"),
             static=bool(data.get("static", False)),
+            unprototyped=bool(data.get("unprototyped", False)),
+            calling_convention=str(data.get("calling_convention", "")),
         )

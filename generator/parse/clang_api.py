@@ -247,3 +247,19 @@ def evaluate_integer(cursor: Cursor) -> int | None:
         return signed
     finally:
         lib.clang_EvalResult_dispose(result)
+
+
+# libclang's CXCallingConv values by name (Index.h); clang.cindex does not wrap them
+_CALLING_CONVENTIONS = {
+    0: "Default", 1: "C", 2: "X86StdCall", 3: "X86FastCall", 4: "X86ThisCall", 5: "X86Pascal",
+    6: "AAPCS", 7: "AAPCS_VFP", 8: "X86RegCall", 9: "IntelOclBicc", 10: "Win64",
+    11: "X86_64SysV", 12: "X86VectorCall", 13: "Swift", 14: "PreserveMost", 15: "PreserveAll",
+    16: "AArch64VectorCall", 17: "SwiftAsync", 18: "AArch64SVEPCS", 19: "M68kRTD",
+    100: "Invalid", 200: "Unexposed",
+}  # fmt: skip
+
+
+def calling_convention(function_type: Type) -> str:
+    """The calling convention of a function type, by libclang's name (``C``, ``Win64``, ...)."""
+    value: int = conf.lib.clang_getFunctionTypeCallingConv(function_type)
+    return _CALLING_CONVENTIONS.get(value, str(value))

@@ -20,6 +20,7 @@ from generator.parse.clang_api import (
     TranslationUnit,
     Type,
     TypeKind,
+    calling_convention,
     cursor_at,
     enum_constant_value,
     enum_integer_type,
@@ -53,6 +54,11 @@ class Declarations:
     skipped_variables: dict[str, tuple[str, str]] = field(default_factory=dict)  # (header, why)
     headers: set[str] = field(default_factory=set)
     macros: dict[str, str] = field(default_factory=dict)  # object-like macro -> header
+
+
+# clang's names of the calling convention a target uses by default (and of none: Invalid/Unexposed
+# for a declaration without one)
+_DEFAULT_CONVENTIONS = frozenset({"C", "Default", "Invalid", "Unexposed"})
 
 
 def _record_kind(cursor: Cursor) -> RecordKind:
@@ -227,6 +233,9 @@ class _Collector:
             cursor.type.is_function_variadic()
         )
         deprecated = "" if cursor.availability == AvailabilityKind.DEPRECATED else None
+        convention = calling_convention(cursor.type)
+        if convention in _DEFAULT_CONVENTIONS:
+            convention = ""
         self.result.functions[name] = Function(
             name=name,
             result=self.convert(cursor.result_type),
@@ -237,6 +246,8 @@ class _Collector:
             doc=comments.clean(cursor.raw_comment),
             deprecated=deprecated,
             static=cursor.storage_class == StorageClass.STATIC,
+            unprototyped=cursor.type.kind == TypeKind.FUNCTIONNOPROTO,
+            calling_convention=convention,
         )
 
     def record(self, cursor: Cursor, header: str) -> None:
