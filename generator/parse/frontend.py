@@ -19,7 +19,7 @@ from generator.ir.interface import Interface, SkippedMacro, Source
 from generator.ir.record import RecordLayout
 from generator.parse import declarations, probes
 from generator.parse.clang_api import TranslationUnit, diagnostics, parse
-from generator.parse.options import ENTRY_NAME, ParseOptions
+from generator.parse.options import ENTRY_NAME, ParseOptions, freestanding_dir
 from generator.paths import wrapper_dir
 from generator.platforms import DEFAULT_TARGETS, HOST_TARGET
 from generator.releases import commit_label
@@ -50,7 +50,15 @@ class ClangParseError(BindgenError):
     def __init__(self, target: str, errors: list[str]) -> None:
         shown = "\n  ".join(errors[:20])
         more = f"\n  ... and {len(errors) - 20} more" if len(errors) > 20 else ""
-        super().__init__(f"clang errors parsing for {target}:\n  {shown}{more}")
+        hint = ""
+        if any("file not found" in error for error in errors):
+            bundled = ", ".join(sorted(p.name for p in freestanding_dir().glob("*.h")))
+            hint = (
+                "\n(a header not found: the parse sees the tree's headers and a small bundled "
+                f"set of standard ones, {bundled}, in {freestanding_dir()}; a standard header "
+                "missing there needs a minimal one added, with the types the headers use)"
+            )
+        super().__init__(f"clang errors parsing for {target}:\n  {shown}{more}{hint}")
         self.errors = errors
 
 

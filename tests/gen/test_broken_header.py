@@ -84,3 +84,14 @@ def test_tree_without_a_licence_gives_bindings_without_one(tmp_path: Path) -> No
     assert main(["generate", "--tree", str(tree), "--out", str(out), "--no-wrapper"]) == 0
     assert (out / "llama_bindings" / "__init__.py").is_file()
     assert not (out / "llama_bindings" / "LICENSE-llama.cpp").exists()
+
+
+def test_a_standard_header_outside_the_bundled_set_says_what_to_do(tmp_path: Path) -> None:
+    header = "#pragma once\n#include <pthread.h>\nint llama_g(void);\n"
+    tree = _tree(tmp_path / "tree", header)
+    with pytest.raises(ClangParseError) as info:
+        parse_interface(ParseOptions(tree, targets=("x86_64-linux-gnu",)), tree_source(tree))
+    message = str(info.value)
+    assert "'pthread.h' file not found" in message
+    assert "bundled set of standard ones" in message and "math.h" in message
+    assert "needs a minimal one added" in message
