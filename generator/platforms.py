@@ -188,6 +188,11 @@ class Platform:
     binary_format: str  # "elf", "pe" or "macho"
     machine: str  # ELF e_machine / PE machine / Mach-O CPU type name
     library_style: str  # "unix" (libX.so / libX.dylib), "mingw" (libllama.dll, ggml.dll), "msvc"
+    # How its CPython names it: ``sys.platform`` ("android" on Android, as CPython 3.13 says and
+    # the bindings' ABI guard takes where ``sys.getandroidapilevel`` exists) and
+    # ``platform.machine()`` in lower case. The bindings find their libraries and layouts by these.
+    python_platform: str
+    python_machine: str
     toolchains: tuple[Toolchain, ...]
     emulators: tuple[Emulator, ...] = ()
     cannot_run: str = ""  # why no machine but its own runs its programs ("" when emulated)
@@ -220,6 +225,17 @@ class Platform:
         if self.library_style == "msvc":
             return f"{stem}.dll"
         return f"lib{stem}{self.shared_suffix}"
+
+    def library_file_names(self, stem: str) -> tuple[str, ...]:
+        """Every name library ``stem``'s file may have here, in the order the bindings' loader
+        tries them: MinGW's DLLs with or without the ``lib`` prefix, ELF's also versioned (a
+        glob)."""
+        name = self.library_file(stem)
+        if self.library_style == "mingw":
+            return (f"{stem}{self.shared_suffix}", f"lib{stem}{self.shared_suffix}")
+        if self.binary_format == "elf":
+            return (name, f"{name}.*")
+        return (name,)
 
     def is_shared_library(self, path: Path) -> bool:
         if self.binary_format == "elf":
@@ -369,6 +385,8 @@ def _macos(arch: str, triple: str, cpu_type: str, runner: str, zig_target: str) 
         binary_format="macho",
         machine=cpu_type,
         library_style="unix",
+        python_platform="darwin",
+        python_machine=arch,
         toolchains=(
             Toolchain(name, "clang", "clang++"),
             # CPU only, here: zig bundles the macOS libc headers and stubs, not the SDK's
@@ -413,6 +431,8 @@ def _android(abi: str, processor: str, elf_machine: str, options: dict[str, str]
         binary_format="elf",
         machine=elf_machine,
         library_style="unix",
+        python_platform="android",
+        python_machine=processor,
         toolchains=(
             Toolchain(
                 "linux-x86_64",
@@ -444,6 +464,8 @@ _PLATFORMS: tuple[Platform, ...] = (
         binary_format="elf",
         machine="EM_X86_64",
         library_style="unix",
+        python_platform="linux",
+        python_machine="x86_64",
         toolchains=(Toolchain("linux-x86_64", "gcc", "g++", apt_packages=_GCC),),
         ci_runner="ubuntu-24.04",
         ci_host="linux-x86_64",
@@ -464,6 +486,8 @@ _PLATFORMS: tuple[Platform, ...] = (
         binary_format="elf",
         machine="EM_AARCH64",
         library_style="unix",
+        python_platform="linux",
+        python_machine="aarch64",
         toolchains=(
             Toolchain(
                 "linux-x86_64",
@@ -506,6 +530,8 @@ _PLATFORMS: tuple[Platform, ...] = (
         binary_format="pe",
         machine="IMAGE_FILE_MACHINE_AMD64",
         library_style="mingw",
+        python_platform="win32",
+        python_machine="amd64",
         toolchains=(
             Toolchain(
                 "linux-x86_64",
@@ -543,6 +569,8 @@ _PLATFORMS: tuple[Platform, ...] = (
         binary_format="pe",
         machine="IMAGE_FILE_MACHINE_ARM64",
         library_style="msvc",
+        python_platform="win32",
+        python_machine="arm64",
         toolchains=(Toolchain("windows-arm64", "clang", "clang++"),),
         cannot_run="no Windows on Arm machine or emulator here",
         ci_runner="windows-11-arm",

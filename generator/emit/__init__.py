@@ -7,6 +7,7 @@ swapped in only when every file rendered, so a failure leaves the old output as 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import tempfile
@@ -25,6 +26,7 @@ from generator.emit.pytypes import PythonTypes
 from generator.emit.support import SupportCheck, Unsupported
 from generator.ir import Interface
 from generator.paths import shipped_dir
+from generator.platforms import PLATFORMS
 from generator.sources.licenses import LLAMA_LICENSE
 from generator.templating import environment
 
@@ -34,6 +36,8 @@ SKIP_ABI_CHECK_ENV = "LLAMA_BINDGEN_SKIP_ABI_CHECK"
 CFFI_MODE_ENV = "LLAMA_BINDGEN_CFFI_MODE"
 # The compiled cffi API-mode module ``llama-bindgen build`` puts beside the libraries.
 API_MODULE = "_llama_bindings_api"
+# What stands for a library's stem in ``_about.LIBRARY_FILE_NAMES`` (``str.format``'s field).
+STEM_FIELD = "{stem}"
 LIBRARY_CLASSES = (
     ("llama", "LlamaLibrary"),
     ("ggml", "GgmlLibrary"),
@@ -45,7 +49,6 @@ FILES: tuple[tuple[str, str], ...] = (
     ("__init__.py", "bindings/__init__.py.j2"),
     ("_about.py", "bindings/_about.py.j2"),
     ("_abi_expected.py", "bindings/_abi_expected.py.j2"),
-    ("abi_guard.py", "bindings/abi_guard.py.j2"),
     ("_ffi.py", "bindings/_ffi.py.j2"),
     ("abi_manifest.json", "bindings/abi_manifest.json.j2"),
     ("api.pyi", "bindings/api.pyi.j2"),
@@ -55,7 +58,6 @@ FILES: tuple[tuple[str, str], ...] = (
     ("enums.py", "bindings/enums.py.j2"),
     ("GENERATION_REPORT.md", "report/generation.md.j2"),
     ("ir.json", "bindings/ir.json.j2"),
-    ("loader.py", "bindings/loader.py.j2"),
     ("py.typed", "bindings/py.typed.j2"),
     ("README.md", "bindings/README.md.j2"),
 )
@@ -95,6 +97,33 @@ def mtp_api_facts(api: Interface) -> dict[str, bool]:
         "load_mtp_param": ("llama_model_params", "load_mtp") in fields,
         "nextn_count_function": any(f.name == "llama_model_n_layer_nextn" for f in api.functions),
     }
+
+
+def _python_tuple(items: tuple[str, ...] | list[str]) -> str:
+    quoted = [json.dumps(item) for item in items]
+    return f"({quoted[0]},)" if len(quoted) == 1 else f"({', '.join(quoted)})"
+
+
+def runtime_platform_tables() -> dict[str, dict[Any, tuple[str, ...]]]:
+    """What the bindings' loader and guard read of the platform registry on the running machine
+    (``_about.py``): the names a library's file may have per ``sys.platform`` ("{stem}" the
+    library; "" any other system, named as the first ELF platform names them), and the IR
+    triples per (``sys.platform``, machine)."""
+    names: dict[str, tuple[str, ...]] = {}
+    targets: dict[tuple[str, str], tuple[str, ...]] = {}
+    for plat in PLATFORMS.values():
+        known = names.get(plat.python_platform, ())
+        own = plat.library_file_names(STEM_FIELD)
+        names[plat.python_platform] = (*known, *(n for n in own if n not in known))
+        targets[(plat.python_platform, plat.python_machine)] = plat.triples
+    elf = next(p for p in PLATFORMS.values() if p.binary_format == "elf")
+    names[""] = elf.library_file_names(STEM_FIELD)
+    return {"library_file_names": names, "runtime_targets": targets}
+
+
+def _runtime_context() -> dict[str, Any]:
+    tables = runtime_platform_tables()
+    return {key: {k: _python_tuple(v) for k, v in table.items()} for key, table in tables.items()}
 
 
 def _guard_layouts(api: Interface) -> dict[str, Any]:
@@ -211,14 +240,17 @@ def build_context(api: Interface) -> tuple[dict[str, Any], Cdef]:
         **_abi_context(api, bound),
         "ir_json": api.dumps().rstrip("\n"),
         **cross_abi_context(api),
+        **_runtime_context(),
     }
     return context, cdef
 
 
 # Hand-written modules (generator/shipped/) copied into the package below the generated header.
 SHIPPED = (
+    "abi_guard.py",
     "errors.py",
     "lifetimes.py",
+    "loader.py",
     "openai_format.py",
     "outputs.py",
     "params.py",

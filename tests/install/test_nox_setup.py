@@ -51,6 +51,6 @@ def test_missing_build_tools_come_from_pypi(
 
 
 def test_the_session_tools_are_the_ones_the_build_runs() -> None:
-    source = (REPO_ROOT / "generator" / "build" / "native.py").read_text()
+    source = (REPO_ROOT / "generator" / "native" / "build.py").read_text()
     for tool in _noxfile().BUILD_TOOLS:
         assert f'"{tool}"' in source, f"the build no longer runs {tool}"

@@ -1,6 +1,3 @@
-{% set comment = "#" %}
-{% include "bindings/_header.j2" %}
-
 """The load-time ABI guard: refuse libraries these bindings were not generated for.
 
 Before any struct crosses the boundary, :func:`check_libraries` reads the ABI identity library
@@ -19,7 +16,10 @@ swapped in from another build is refused before it runs. Both checks are done on
 of the files: :mod:`verified_files` seals a set that passed by the files' identities (device,
 inode, size, modification and change times) and these bindings' ``GUARD_IDENTITY``, and a file
 that changes is hashed and compared again. Experts can skip the checks with ``load(...,
-check_abi=False)`` or ``${{ skip_env }}=1``: a mismatched layout then corrupts memory.
+check_abi=False)`` or by setting the environment variable ``SKIP_ABI_CHECK_ENV`` (``_about.py``)
+to ``1``: a mismatched layout then corrupts memory. Which layouts describe the running platform
+(:func:`runtime_targets`) comes from llama-bindgen's platform registry, through
+``_about.RUNTIME_TARGETS``.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import sys
 from pathlib import Path
 
 from . import verified_files
+from ._about import RUNTIME_TARGETS, SKIP_ABI_CHECK_ENV
 from ._ffi import GUARD_IDENTITY, SYMBOL_ERRORS, ffi
 
 # ``typing`` costs milliseconds to import and only type checkers need it (mypy takes any
@@ -38,7 +39,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from typing import Any
 
-SKIP_ENV = "{{ skip_env }}"
 BUILD_INFO = "build-info.json"
 ABI_STEM = "llama_bindgen_abi"
 _SHOWN = 12
@@ -93,7 +93,7 @@ def check_build_files(folder: Path, paths: list[Path]) -> str | None:
     """Raise :class:`ForeignLibraryError` unless every file in ``paths`` (links resolved) is a
     library the build record beside ``folder`` lists, with its recorded sha256. Returns the
     seal (:func:`verified_files.seal`) of the checked files, None when they cannot be sealed."""
-    if os.environ.get(SKIP_ENV) == "1":
+    if os.environ.get(SKIP_ABI_CHECK_ENV) == "1":
         return None
     info_path = find_build_info(folder)
     if info_path is None:
@@ -101,7 +101,7 @@ def check_build_files(folder: Path, paths: list[Path]) -> str | None:
             f"no {BUILD_INFO} in {folder} or {folder.parent}, so nothing ties these libraries "
             "to the build the ABI check describes: use the lib/ folder of a `llama-bindgen "
             f"build` or of a release with its {BUILD_INFO} beside it, or skip the checks with "
-            f"load(check_abi=False) / {SKIP_ENV}=1",
+            f"load(check_abi=False) / {SKIP_ABI_CHECK_ENV}=1",
             folder / BUILD_INFO,
         )
     reals = [path.resolve() for path in paths]
@@ -148,39 +148,23 @@ def manifest() -> dict[str, Any]:
     return data
 
 
-def runtime_targets() -> list[str]:
-    """IR target triples that describe this process's platform, best first."""
+def runtime_platform() -> tuple[str, str]:
+    """This process's platform as ``RUNTIME_TARGETS`` keys it: ``sys.platform`` (``android``
+    wherever ``sys.getandroidapilevel`` exists, as before CPython 3.13 said ``linux`` there) and
+    the machine in lower case."""
     if hasattr(os, "uname"):
         machine = os.uname().machine.lower()
     else:  # Windows; ``platform`` costs milliseconds to import, so only here
         import platform
 
         machine = platform.machine().lower()
-    arm = machine in ("aarch64", "arm64")
-    if sys.platform == "win32":
-        return ["aarch64-pc-windows-msvc"] if arm else [
-            "x86_64-w64-windows-gnu", "x86_64-pc-windows-msvc"
-        ]
-    if sys.platform == "darwin":
-        return ["arm64-apple-darwin"] if arm else ["x86_64-apple-darwin"]
-    if hasattr(sys, "getandroidapilevel"):
-        return ["aarch64-linux-android"] if arm else ["x86_64-linux-android"]
-    return ["aarch64-linux-gnu"] if arm else ["x86_64-linux-gnu"]
+    return ("android" if hasattr(sys, "getandroidapilevel") else sys.platform), machine
 
 
-def expected_layout(target_layouts: Mapping[str, Any]) -> dict[str, int]:
-    """The manifest's layouts for one target, keyed like the ABI identity library keys them
-    (what ``_abi_expected.LAYOUTS`` holds for that target)."""
-    out: dict[str, int] = {}
-    for name, record in target_layouts.get("structs", {}).items():
-        out[f"size {name}"] = int(record["size"])
-        out[f"align {name}"] = int(record["align"])
-        for fld in record["fields"]:
-            if fld.get("bit_width") is None:
-                out[f"offset {name} {fld['name']}"] = int(fld["offset"])
-    for name, enum in target_layouts.get("enums", {}).items():
-        out[f"enum {name}"] = int(enum["size"])
-    return out
+def runtime_targets() -> list[str]:
+    """IR target triples that describe this process's platform, best first (none for a
+    platform the registry does not know)."""
+    return list(RUNTIME_TARGETS.get(runtime_platform(), ()))
 
 
 def _describe(key: str, found: int | None, expected: int | None) -> str:
@@ -219,7 +203,7 @@ def check_libraries(
     :func:`check_build_files` returned for these files; the comparison is a function of their
     contents and of these bindings (``GUARD_IDENTITY``), so a set that passed it once is not
     compared again until a file or the bindings change."""
-    if os.environ.get(SKIP_ENV) == "1":
+    if os.environ.get(SKIP_ABI_CHECK_ENV) == "1":
         return
     line = None if sealed is None else f"{sealed}\tguard {GUARD_IDENTITY}"
     if verified_files.is_sealed(line):
@@ -241,7 +225,7 @@ def _compare(
         raise AbiMismatchError(
             f"{folder} has no {ABI_STEM} library, so its ABI cannot be checked: use libraries "
             f"built by `llama-bindgen build` for llama.cpp {release}, or "
-            f"skip the check with load(check_abi=False) / {SKIP_ENV}=1",
+            f"skip the check with load(check_abi=False) / {SKIP_ABI_CHECK_ENV}=1",
             ["ABI identity library missing"],
         )
     abi = ffi.dlopen(str(abi_path))
@@ -254,9 +238,9 @@ def _compare(
         )
     targets = [t for t in runtime_targets() if t in _abi_expected.LAYOUTS]
     if not targets:
+        here = ", ".join(runtime_targets()) or " ".join(runtime_platform())
         problems.append(
-            f"no layout in the bindings for this platform ({', '.join(runtime_targets())}); "
-            f"generate with --target for it"
+            f"no layout in the bindings for this platform ({here}); generate with --target for it"
         )
     else:
         expected = _abi_expected.LAYOUTS[targets[0]]

@@ -1,15 +1,17 @@
-{% with comment = "#" %}{% include "bindings/_header.j2" %}{% endwith %}
 """Open libllama, ggml and the optional llama_mtp wrapper.
 
-Where the libraries are looked for, first match wins: the ``lib_dir`` argument, then
-``${{ lib_dir_env }}``, then a ``lib/`` folder inside this package.
+Where the libraries are looked for, first match wins: the ``lib_dir`` argument, then the
+folder the environment variable ``LIB_DIR_ENV`` names, then a ``lib/`` folder inside this
+package. A library's file names on each system (:func:`file_names`) come from llama-bindgen's
+platform registry, through ``_about.LIBRARY_FILE_NAMES``.
 
-Calls go through the compiled cffi API-mode module ``{{ api_module }}`` when the library
-folder has one built from these declarations (``llama-bindgen build`` compiles it where it can:
-calls cost a third to two thirds of ABI mode's), else through cffi's ABI mode.
-``${{ cffi_mode_env }}`` (or ``load(mode=...)``) chooses: ``auto`` (the default), ``api`` (the
-module is required) or ``abi``. Either way the libraries are opened and checked through the
-bindings' ``ffi``, whose declarations come pre-parsed (``_ffi.py``), so loading parses no C.
+Calls go through the compiled cffi API-mode module ``API_MODULE`` when the library folder has one
+built from these declarations (``llama-bindgen build`` compiles it where it can: calls cost a
+third to two thirds of ABI mode's), else through cffi's ABI mode. The environment variable
+``CFFI_MODE_ENV`` (or ``load(mode=...)``) chooses: ``auto`` (the default), ``api`` (the module
+is required) or ``abi``. Either way the libraries are opened and checked through the bindings'
+``ffi``, whose declarations come pre-parsed (``_ffi.py``), so loading parses no C. The three
+names are in ``_about.py``.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import sys
 import warnings
 from pathlib import Path
 
+from ._about import API_MODULE, CFFI_MODE_ENV, LIBRARY_FILE_NAMES
+from ._about import LIB_DIR_ENV as LIB_DIR_ENV
 from ._ffi import CDEF_IDENTITY, SYMBOL_ERRORS, ffi
 from .abi_guard import ABI_STEM, check_build_files, check_libraries
 
@@ -31,10 +35,7 @@ if TYPE_CHECKING:
 
     from .api import GgmlLibrary, LlamaLibrary, LlamaMtpLibrary
 
-LIB_DIR_ENV = "{{ lib_dir_env }}"
-CFFI_MODE_ENV = "{{ cffi_mode_env }}"
 CFFI_MODES = ("auto", "api", "abi")
-API_MODULE = "{{ api_module }}"
 API_IDENTITY_FUNCTION = "llama_bindgen_api_identity"
 # Opened in this order so that each library finds the ones it links against already loaded.
 GGML_STEMS = ("ggml-base", "ggml-cpu", "ggml")
@@ -52,23 +53,22 @@ class ApiModuleError(ImportError):
 
 
 def file_names(stem: str, platform: str = sys.platform) -> list[str]:
-    """File names a library ``stem`` may have on ``platform`` (MinGW keeps the ``lib`` prefix)."""
-    if platform == "win32":
-        return [f"{stem}.dll", f"lib{stem}.dll"]
-    if platform == "darwin":
-        return [f"lib{stem}.dylib"]
-    return [f"lib{stem}.so"]
+    """File names a library ``stem`` may have on ``platform`` (a ``sys.platform``), best first; a
+    ``*`` stands for any version. A system the registry does not know names them as ELF ones."""
+    names = LIBRARY_FILE_NAMES.get(platform) or LIBRARY_FILE_NAMES[""]
+    return [name.format(stem=stem) for name in names]
 
 
 def find_library(lib_dir: Path, stem: str) -> Path | None:
+    """The first of :func:`file_names` that is a file in ``lib_dir`` (of versioned names, the
+    first in sorted order)."""
     for name in file_names(stem):
-        candidate = lib_dir / name
-        if candidate.is_file():
-            return candidate
-    if sys.platform not in ("win32", "darwin"):
-        versioned = sorted(lib_dir.glob(f"lib{stem}.so.*"))
-        if versioned:
-            return versioned[0]
+        if "*" in name:
+            versioned = sorted(lib_dir.glob(name))
+            if versioned:
+                return versioned[0]
+        elif (lib_dir / name).is_file():
+            return lib_dir / name
     return None
 
 
@@ -202,7 +202,8 @@ def load(
     check_abi: bool = True,
     mode: str | None = None,
 ) -> Libraries:
-    """Open the libraries from ``lib_dir``, ``${{ lib_dir_env }}`` or the package's ``lib/``.
+    """Open the libraries from ``lib_dir``, the folder ``LIB_DIR_ENV`` names or the package's
+    ``lib/``.
 
     Unless ``check_abi`` is false, :func:`abi_guard.check_build_files` first ties every library
     file to its build's ``build-info.json`` (sha256, before anything is loaded; raises
@@ -211,7 +212,7 @@ def load(
     declared function; it raises ``AbiMismatchError`` or ``MissingSymbolError`` otherwise.
     Both are done once per version of the files: a set that passed is sealed by the files'
     identities (:mod:`verified_files`; ``$LLAMA_BINDGEN_VERIFIED_CACHE=off`` checks every time).
-    ``mode`` (default ``${{ cffi_mode_env }}``, else ``auto``) picks API or ABI mode (see the
+    ``mode`` (default: what ``CFFI_MODE_ENV`` says, else ``auto``) picks API or ABI mode (see the
     module docstring); use the returned ``ffi`` with the returned libraries.
     """
     chosen = mode if mode is not None else os.environ.get(CFFI_MODE_ENV, "auto")
