@@ -84,6 +84,11 @@ class SupportCheck:
         """Why ``ctype`` cannot appear in the cdef, or ``None``."""
         if ctype.kind == "builtin" and ctype.name not in CFFI_KNOWN_NAMES:
             return f"type {ctype.name!r} has no cffi equivalent"
+        if ctype.kind in ("struct", "union", "enum") and not ctype.name:
+            return (
+                f"an unnamed {ctype.kind} outside a record's members: a cffi cdef has no way "
+                "to name it"
+            )
         if ctype.kind == "typedef":
             if ctype.name in self.dropped_names:
                 return f"uses {ctype.name}, which is not bound: {self.dropped_names[ctype.name]}"
@@ -104,6 +109,11 @@ class SupportCheck:
         self._typedef_reason[name] = None  # breaks cycles
         typedef = self.api.typedef(name)
         problem = self.type_problem(typedef.type) if typedef is not None else None
+        if typedef is None and self.api.record(name) is None and self.api.enum(name) is None:
+            problem = (
+                f"type {name!r} is declared in none of the headers (a compiler builtin): cffi "
+                "does not know it"
+            )
         if problem:
             problem = (
                 f"uses typedef {name}: {problem}" if "uses typedef" not in problem else problem

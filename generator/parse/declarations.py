@@ -309,6 +309,10 @@ class _Collector:
             elif child.kind == CursorKind.ENUM_DECL:
                 self.enum(child, header)
         ctype = convert(underlying)
+        inner = _innermost(underlying)
+        if inner.kind == TypeKind.ENUM and inner.get_declaration().is_anonymous():
+            if ctype.kind != "enum":  # typedef enum { ... } ** name: the enum's integer type
+                ctype = ctype.with_base(convert(inner.get_declaration().enum_type))
         if ctype.kind == "typedef" and ctype.name == name:
             return  # typedef struct { ... } name; -> the record itself is named ``name``
         if ctype.kind == "enum" and not ctype.name:
