@@ -1,3 +1,6 @@
+/* Typedefs of pointers to unnamed types and a compiler builtin type: a pointer to an unnamed
+   enum has the enum's integer type; a pointer to an unnamed struct and __builtin_va_list are
+   listed as not bound, with the functions that use them. */
 #include <stdint.h>
 typedef enum { T_A, T_B } ** enum_ptr_ptr;
 typedef enum named_e { N_A } * named_ptr;
