@@ -163,6 +163,18 @@ def _abi_context(api: Interface, bound: set[str]) -> dict[str, Any]:
     }
 
 
+def _counts(api: Interface, cdef: Cdef) -> dict[str, int]:
+    """What the report and the package README count."""
+    return {
+        "functions": len(cdef.bound_functions),
+        "records": sum(1 for r in cdef.bound_records if not r.opaque),
+        "opaque": sum(1 for r in cdef.bound_records if r.opaque),
+        "enums": len(api.enums),
+        "typedefs": len(cdef.bound_typedefs),
+        "constants": len(api.constants),
+    }
+
+
 def build_context(api: Interface) -> tuple[dict[str, Any], Cdef]:
     cdef = build_cdef(api)
     check = SupportCheck(api)
@@ -229,14 +241,8 @@ def build_context(api: Interface) -> tuple[dict[str, Any], Cdef]:
         "targets": api.targets,
         "unsupported": cdef.unsupported,
         "skipped_macros": api.skipped_macros,
-        "counts": {
-            "functions": len(cdef.bound_functions),
-            "records": sum(1 for r in cdef.bound_records if not r.opaque),
-            "opaque": sum(1 for r in cdef.bound_records if r.opaque),
-            "enums": len(api.enums),
-            "typedefs": len(cdef.bound_typedefs),
-            "constants": len(api.constants),
-        },
+        "failed_targets": api.failed_targets,
+        "counts": _counts(api, cdef),
         **_abi_context(api, bound),
         "ir_json": api.dumps().rstrip("\n"),
         **cross_abi_context(api),

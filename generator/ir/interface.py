@@ -68,6 +68,8 @@ class Interface:
     skipped_macros: tuple[SkippedMacro, ...] = ()
     # global variables that are not bound (a static const integer is a constant instead)
     skipped_variables: tuple[SkippedMacro, ...] = ()
+    # (target, clang's first errors) of each target whose parse failed: no layouts for it
+    failed_targets: tuple[tuple[str, str], ...] = ()
     _index: dict[str, Any] = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -148,6 +150,7 @@ class Interface:
                 if self.skipped_variables
                 else {}
             ),
+            **({"failed_targets": dict(self.failed_targets)} if self.failed_targets else {}),
         }
 
     def dumps(self) -> str:
@@ -172,6 +175,7 @@ class Interface:
             skipped_variables=tuple(
                 SkippedMacro.from_json(v) for v in data.get("skipped_variables", ())
             ),
+            failed_targets=tuple(sorted(data.get("failed_targets", {}).items())),
         )
 
     @staticmethod

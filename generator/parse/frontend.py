@@ -6,6 +6,7 @@ Only ``generator.parse.clang_api`` imports ``clang.cindex``.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import threading
 from collections.abc import Callable
@@ -116,6 +117,50 @@ def parse_interface(options: ParseOptions, source: Source, progress: bool = Fals
         return _interface(options, source, targets, pending, progress)
 
 
+def _file_names_only(error: str) -> str:
+    """A clang error with each file's folders left out (what is written must not depend on where
+    the tree lies)."""
+    return re.sub(r"(?:[A-Za-z]:)?[/\\](?:[^\s:/\\]+[/\\])*([^\s:/\\]+:\d+)", r"\1", error)
+
+
+def _target_layouts(
+    targets: tuple[str, ...],
+    pending: dict[str, Future[TranslationUnit]],
+    host_layouts: declarations.TargetLayouts,
+    found: declarations.Declarations,
+    into: tuple[dict[str, dict[str, RecordLayout]], dict[str, dict[str, int]]],
+    progress: bool,
+) -> dict[str, str]:
+    """Each target's record layouts and enum sizes, into ``into``; returns the targets whose
+    parse failed, with clang's first errors (those get no layouts, the rest is bound)."""
+    record_layouts, enum_sizes = into
+    enum_names = set(found.enums)
+    failed: dict[str, str] = {}
+    for target in targets:
+        if progress:
+            print(f"parse: {target} (layouts)", file=sys.stderr)
+        if target == HOST_TARGET:
+            layouts = host_layouts
+        else:
+            try:
+                tu = pending[target].result()
+            except ClangParseError as exc:  # that target's layouts only: the rest is bound
+                failed[target] = "; ".join(_file_names_only(e) for e in exc.errors[:3])
+                print(
+                    f"parse: {target} failed, no layouts for it: {failed[target]}", file=sys.stderr
+                )
+                continue
+            layouts = declarations.collect_layouts(
+                tu, found.records, enum_names, host_layouts.locations
+            )
+        for name, layout in layouts.records.items():
+            record_layouts[name][target] = layout
+        for name, size in layouts.enum_sizes.items():
+            enum_sizes[name][target] = size
+
+    return failed
+
+
 def _interface(
     options: ParseOptions,
     source: Source,
@@ -135,20 +180,9 @@ def _interface(
     deprecated = sorted(n for n, f in found.functions.items() if f.deprecated is not None)
     probing = _Background(probes.run, options, HOST_TARGET, sorted(found.macros), deprecated)
     host_layouts = declarations.collect_layouts(host_tu, found.records, enum_names)
-    for target in targets:
-        if progress:
-            print(f"parse: {target} (layouts)", file=sys.stderr)
-        if target == HOST_TARGET:
-            layouts = host_layouts
-        else:
-            tu = pending[target].result()
-            layouts = declarations.collect_layouts(
-                tu, found.records, enum_names, host_layouts.locations
-            )
-        for name, layout in layouts.records.items():
-            record_layouts[name][target] = layout
-        for name, size in layouts.enum_sizes.items():
-            enum_sizes[name][target] = size
+    failed = _target_layouts(
+        targets, pending, host_layouts, found, (record_layouts, enum_sizes), progress
+    )
 
     probe = probing.result()
 
@@ -172,7 +206,7 @@ def _interface(
     return Interface(
         source=source,
         host_target=HOST_TARGET,
-        targets=targets,
+        targets=tuple(t for t in targets if t not in failed),
         headers=tuple(sorted(found.headers)),
         functions=functions,
         records=records,
@@ -184,6 +218,7 @@ def _interface(
             SkippedMacro(name, header, why)
             for name, (header, why) in sorted(found.skipped_variables.items())
         ),
+        failed_targets=tuple(sorted(failed.items())),
     )
 
 
