@@ -15,7 +15,7 @@ CFFI_KNOWN_NAMES = frozenset(
         "unsigned long long", "float", "double", "long double",
         "int8_t", "int16_t", "int32_t", "int64_t", "uint8_t", "uint16_t", "uint32_t",
         "uint64_t", "intptr_t", "uintptr_t", "intmax_t", "uintmax_t", "size_t", "ssize_t",
-        "ptrdiff_t", "wchar_t", "FILE",
+        "ptrdiff_t", "wchar_t", "char16_t", "char32_t", "FILE",
     }
 )  # fmt: skip
 
