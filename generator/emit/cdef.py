@@ -42,8 +42,8 @@ def cdef_identity(cdef: Cdef) -> str:
 
 
 def enum_definition(enum: Enum, *, values_only: bool = False) -> str:
-    """The enum's cdef; ``values_only``: its constants in an unnamed enum (a tagless enum whose
-    name is a typedef of its integer type, see parse.types)."""
+    """The enum's cdef; ``values_only``: its constants in an unnamed enum (an enum whose uses
+    have its integer type, see parse.types)."""
     lines = [f"{_INDENT}{m.name} = {m.value}," for m in enum.members]
     body = "\n".join(lines)
     if values_only:
@@ -51,6 +51,16 @@ def enum_definition(enum: Enum, *, values_only: bool = False) -> str:
     if enum.tagless:
         return f"typedef enum {{\n{body}\n}} {enum.name};"
     return f"enum {enum.name} {{\n{body}\n}};"
+
+
+def _sized_unlike_cffi(enum: Enum, host: str) -> bool:
+    """Whether the compiler stores ``enum`` in another size than cffi gives it from its values
+    alone (int when they fit 32 bits, else 64 bits): a fixed underlying type or a packed enum.
+    Its uses have the integer type (parse.types); the cdef keeps only its constants, so that
+    cffi holds no wrongly sized type of that name."""
+    size = enum.sizes.get(host)
+    fits_32 = all(-(2**31) <= m.value < 2**32 for m in enum.members)
+    return size is not None and size != (4 if fits_32 else 8)
 
 
 def _field_lines(fields: tuple[Field, ...], depth: int) -> list[str]:
@@ -189,7 +199,12 @@ def _build_cdef(api: Interface, opaque: dict[str, str]) -> Cdef:
             result.forward_declarations.append(f"{record.kind} {name};")
     typedef_names = {t.name for t in api.typedefs}
     result.enums = [
-        enum_definition(e, values_only=e.tagless and e.name in typedef_names) for e in api.enums
+        enum_definition(
+            e,
+            values_only=(e.tagless and e.name in typedef_names)
+            or _sized_unlike_cffi(e, api.host_target),
+        )
+        for e in api.enums
     ]
 
     orderer = _Orderer(api, records, typedefs)

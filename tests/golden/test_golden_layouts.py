@@ -51,11 +51,17 @@ def _interface(stem: str, work: Path) -> tuple[Interface, Path]:
 
 
 def _cffi_values(api: Interface) -> dict[str, int]:
-    """cffi's size, alignment and field offsets of each record the cdef lays out, by probe key."""
+    """cffi's size of each enum type the cdef names, and its size, alignment and field offsets of
+    each record the cdef lays out, by probe key."""
     cdef = build_cdef(api)
     ffi = cffi.FFI()
     ffi.cdef(declarations_text(cdef))
     found: dict[str, int] = {}
+    text = declarations_text(cdef)
+    for enum in api.enums:  # an enum type the cdef defines has the compiler's size
+        defined = f"enum {enum.name} {{" in text or f"}} {enum.name};" in text
+        if defined and HOST_TARGET in enum.sizes:
+            found[key_text(("enum", enum.name))] = int(ffi.sizeof(enum.c_name))
     for record in cdef.bound_records:
         layout = record.layouts.get(HOST_TARGET)
         if record.opaque or layout is None:

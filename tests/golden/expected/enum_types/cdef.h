@@ -6,7 +6,7 @@
 struct enum_holder;
 
 // ---- enums ----
-enum packed_e {
+enum {
     PACKED_A = 0,
     PACKED_B = 1,
 };
@@ -14,7 +14,7 @@ enum plain_e {
     PLAIN_A = 0,
     PLAIN_B = 1,
 };
-enum small_e {
+enum {
     SMALL_A = 1,
     SMALL_B = 200,
 };
