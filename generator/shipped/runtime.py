@@ -1111,7 +1111,6 @@ class Context:
             "n_threads_batch": int(llama.llama_n_threads_batch(handle)),
         }
         return {**self._requested, **found}
-        return found
 
     def _check_mtp_supported(self, model: Model, n_seq_max: int) -> _MtpWrapper:
         kinds = self.speculative.kinds
