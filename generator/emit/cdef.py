@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from generator.emit.cffi_layouts import layout_mismatches
 from generator.emit.support import SupportCheck, Unsupported
 from generator.ir import CType, Enum, Field, Function, Interface, Record, Typedef
+from generator.ir.enum_decl import cffi_enum_size
 
 _INDENT = "    "
 Node = tuple[str, str]  # ("record" | "typedef", name)
@@ -54,13 +55,11 @@ def enum_definition(enum: Enum, *, values_only: bool = False) -> str:
 
 
 def _sized_unlike_cffi(enum: Enum, host: str) -> bool:
-    """Whether the compiler stores ``enum`` in another size than cffi gives it from its values
-    alone (int when they fit 32 bits, else 64 bits): a fixed underlying type or a packed enum.
-    Its uses have the integer type (parse.types); the cdef keeps only its constants, so that
-    cffi holds no wrongly sized type of that name."""
+    """Whether the compiler stores ``enum`` in another size than cffi gives it
+    (``cffi_enum_size``). Its uses have the integer type (parse.types); the cdef keeps only its
+    constants, so that cffi holds no wrongly sized type of that name."""
     size = enum.sizes.get(host)
-    fits_32 = all(-(2**31) <= m.value < 2**32 for m in enum.members)
-    return size is not None and size != (4 if fits_32 else 8)
+    return size is not None and size != cffi_enum_size(m.value for m in enum.members)
 
 
 def _field_lines(fields: tuple[Field, ...], depth: int) -> list[str]:

@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
+
+
+def cffi_enum_size(values: Iterable[int]) -> int:
+    """The size cffi gives an enum from its values alone: int's 4 bytes when every value fits 32
+    bits (signed or unsigned), else 8. An enum the compiler stores in another size (a fixed
+    underlying type, a packed enum) cannot be bound as that enum type."""
+    return 4 if all(-(2**31) <= v < 2**32 for v in values) else 8
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from generator.ir.ctype import CType, CTypeKind
+from generator.ir.enum_decl import cffi_enum_size
 from generator.parse.clang_api import (
     CursorKind,
     Type,
@@ -37,8 +38,8 @@ _BUILTINS: dict[TypeKind, str] = {
 
 
 def _sized_unlike_int(ctype: Type) -> bool:
-    """Whether an enum's size differs from the one cffi gives it from its values alone (int
-    when they fit 32 bits, else 64 bits): a fixed underlying type or a packed enum."""
+    """Whether an enum's size differs from the one cffi gives it from its values alone
+    (``cffi_enum_size``): a fixed underlying type or a packed enum."""
     declaration = ctype.get_declaration()
     integer = enum_integer_type(declaration)
     values = [
@@ -46,8 +47,7 @@ def _sized_unlike_int(ctype: Type) -> bool:
         for c in declaration.get_children()
         if c.kind == CursorKind.ENUM_CONSTANT_DECL
     ]
-    fits_32 = all(-(2**31) <= v < 2**32 for v in values)
-    return int(integer.get_size()) != (4 if fits_32 else 8)
+    return int(integer.get_size()) != cffi_enum_size(values)
 
 
 def _enum_integer(integer: Type) -> CType:
