@@ -13,7 +13,9 @@ Two kinds of files, found two ways:
 
 from __future__ import annotations
 
+import hashlib
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from generator.errors import UsageError
@@ -113,3 +115,25 @@ def default_cache_dir() -> Path:
     """``$LLAMA_BINDGEN_CACHE`` if set, else the per-user cache folder of the platform: the rule
     the bindings' seals follow too (``shipped/verified_files.py`` is its one home)."""
     return Path(verified_files.cache_dir()).resolve()
+
+
+def cached_text(folder: str, inputs: str, compute: Callable[[], str], suffix: str = ".txt") -> str:
+    """``compute()``'s text, kept in ``<cache>/<folder>/`` under the sha256 of ``inputs`` (all it
+    depends on) plus ``suffix``: a later call with the same inputs reads it back. A cache that
+    cannot be read or written only costs the computation; a file is written whole or not at
+    all."""
+    name = hashlib.sha256(inputs.encode()).hexdigest() + suffix
+    cached = default_cache_dir() / folder / name
+    try:
+        return cached.read_text(encoding="utf-8")
+    except OSError:
+        pass
+    text = compute()
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        partial = cached.with_name(f".{cached.name}.{os.getpid()}")
+        partial.write_text(text, encoding="utf-8")
+        os.replace(partial, cached)
+    except OSError:
+        pass
+    return text

@@ -18,16 +18,14 @@ project supports (>= 1.16) loads. A backend that does not raises ``ImportError``
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import importlib
 import io
-import os
 import re
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from generator.paths import default_cache_dir
+from generator.paths import cached_text
 
 ABI_MODULE_FILE = "_ffi_abi.py"
 # What generated/llama_bindings/abi_guard.py reads from the ABI identity library that
@@ -56,22 +54,7 @@ def abi_module_source(module_name: str, declarations: str) -> str:
     # the backend's version is cffi's (cffi refuses a mismatch); importing cffi costs more
     backend: Any = importlib.import_module("_cffi_backend")
     inputs = "\0".join((module_name, str(backend.__version__), declarations, ABI_GUARD_CDEF))
-    cached = (
-        default_cache_dir() / CACHE_FOLDER / f"{hashlib.sha256(inputs.encode()).hexdigest()}.py"
-    )
-    try:
-        return cached.read_text(encoding="utf-8")
-    except OSError:
-        pass
-    text = _emit(module_name, declarations)
-    try:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        partial = cached.with_name(f".{cached.name}.{os.getpid()}")
-        partial.write_text(text, encoding="utf-8")
-        os.replace(partial, cached)
-    except OSError:
-        pass
-    return text
+    return cached_text(CACHE_FOLDER, inputs, lambda: _emit(module_name, declarations), ".py")
 
 
 def _emit(module_name: str, declarations: str) -> str:

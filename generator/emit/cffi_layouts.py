@@ -10,23 +10,48 @@ every field that is not a bit-field): a record that differs cannot be bound with
 
 from __future__ import annotations
 
+import importlib
+import json
 from typing import Any
 
 from generator.ir import Interface, Record, RecordLayout
+from generator.paths import cached_text
+
+# The cache folder of the check's answers: cffi's parse of llama.h and ggml.h costs about a third
+# of a second, at every generate and every build's API-module check, for an answer that depends
+# only on the declarations, the host layouts and cffi's version.
+CACHE_FOLDER = "cffi-layout-checks"
 
 
 def layout_mismatches(declarations: str, records: list[Record], api: Interface) -> dict[str, str]:
     """Record name -> how cffi's layout of it differs from the compiler's on the host target,
-    for the records of ``records`` that have a layout."""
+    for the records of ``records`` that have a layout (kept in the cache by its inputs)."""
+    backend: Any = importlib.import_module("_cffi_backend")  # its version is cffi's
+    laid_out = [
+        (record, layout)
+        for record in records
+        if not record.opaque and (layout := record.layouts.get(api.host_target)) is not None
+    ]
+    shapes = [
+        f"{r.c_name} {json.dumps(layout.to_json(), sort_keys=True)}" for r, layout in laid_out
+    ]
+    inputs = "\0".join([str(backend.__version__), api.host_target, declarations, *shapes])
+    text = cached_text(
+        CACHE_FOLDER, inputs, lambda: json.dumps(_mismatches(declarations, laid_out, api))
+    )
+    found: dict[str, str] = json.loads(text)
+    return found
+
+
+def _mismatches(
+    declarations: str, laid_out: list[tuple[Record, RecordLayout]], api: Interface
+) -> dict[str, str]:
     import cffi
 
     ffi = cffi.FFI()
     ffi.cdef(declarations)
     found: dict[str, str] = {}
-    for record in records:
-        layout = record.layouts.get(api.host_target)
-        if record.opaque or layout is None:
-            continue
+    for record, layout in laid_out:
         difference = _difference(ffi, record, layout)
         if difference:
             found[record.name] = (
