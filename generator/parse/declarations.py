@@ -90,11 +90,18 @@ def _field_type(clang_type: Type) -> tuple[CType, tuple[Field, ...]]:
     ctype = convert(clang_type)
     inner = _innermost(clang_type)
     declaration = inner.get_declaration()
-    if inner.kind == TypeKind.ENUM and declaration.is_anonymous():
-        return ctype.with_base(convert(declaration.enum_type)), ()
     if inner.kind == TypeKind.RECORD and declaration.is_anonymous():
         return ctype, _fields(declaration)
-    return ctype, ()
+    return _unnamed_enum_as_integer(ctype, inner), ()
+
+
+def _unnamed_enum_as_integer(ctype: CType, inner: Type) -> CType:
+    """``ctype`` with an unnamed enum under its arrays and pointers (``inner``, the clang type
+    there) replaced by the enum's integer type: a cdef cannot name the enum."""
+    declaration = inner.get_declaration()
+    if inner.kind == TypeKind.ENUM and declaration.is_anonymous():
+        return ctype.with_base(convert(declaration.enum_type))
+    return ctype
 
 
 def _fields(record: Cursor) -> tuple[Field, ...]:
@@ -190,7 +197,7 @@ class _Collector:
                 self.typedef(child, header)
             elif kind == CursorKind.MACRO_DEFINITION:
                 self.macro(child, header)
-            elif kind == CursorKind.VAR_DECL and child.semantic_parent == cursor:
+            elif kind == CursorKind.VAR_DECL:  # the unit's children: file-scope variables
                 self.variable(child, header)
 
     def macro(self, cursor: Cursor, header: str) -> None:
@@ -309,10 +316,8 @@ class _Collector:
             elif child.kind == CursorKind.ENUM_DECL:
                 self.enum(child, header)
         ctype = convert(underlying)
-        inner = _innermost(underlying)
-        if inner.kind == TypeKind.ENUM and inner.get_declaration().is_anonymous():
-            if ctype.kind != "enum":  # typedef enum { ... } ** name: the enum's integer type
-                ctype = ctype.with_base(convert(inner.get_declaration().enum_type))
+        if ctype.kind != "enum":  # typedef enum { ... } name stays the tagless enum itself
+            ctype = _unnamed_enum_as_integer(ctype, _innermost(underlying))
         if ctype.kind == "typedef" and ctype.name == name:
             return  # typedef struct { ... } name; -> the record itself is named ``name``
         if ctype.kind == "enum" and not ctype.name:
