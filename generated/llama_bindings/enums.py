@@ -656,7 +656,11 @@ class llama_mtp_status(enum.IntEnum):
 class llama_mtp_strategy_type(enum.IntEnum):
     """C ``enum llama_mtp_strategy_type`` (llama_mtp.h).
 
-    Speculative strategies: upstream's COMMON_SPECULATIVE_TYPE_* with fixed values of our own.
+    Speculative strategies: upstream's COMMON_SPECULATIVE_TYPE_* with fixed values of our own. A
+    strategy's name (llama.cpp's --spec-type value, llama_mtp_strategy_name) is its enumerator's
+    suffix in lower case with '-' for '_' (LLAMA_MTP_STRATEGY_NGRAM_MAP_K4V: "ngram-map-k4v"). This
+    enum, the limits and masks below and the queries (llama_mtp_strategy_supported, _name) are the
+    contract's one home: llama-bindgen generates the bindings' values from them.
     """
 
     DRAFT_SIMPLE = 1

@@ -24,10 +24,12 @@ from generator.emit.manifest import build_manifest
 from generator.emit.probes import expected_values
 from generator.emit.pytypes import PythonTypes
 from generator.emit.support import SupportCheck, Unsupported
+from generator.emit.wrapper_contract import contract_context
 from generator.ir import Interface
 from generator.paths import shipped_dir
 from generator.platforms import PLATFORMS
 from generator.sources.licenses import LLAMA_LICENSE
+from generator.sources.tree import WRAPPER_HEADER
 from generator.templating import environment
 
 PACKAGE_NAME = "llama_bindings"
@@ -83,17 +85,16 @@ def _deprecation(message: str | None) -> str:
 
 
 def mtp_api_facts(api: Interface) -> dict[str, bool]:
-    """What the runtime's MTP path needs to know of llama.h. ``runtime_mtp``: the MTP API it uses,
-    the MTP context type and the context's ``n_rs_seq`` (every tag since MTP landed). Two parts
+    """What the runtime's MTP path needs to know of llama.h. ``runtime_mtp``: the tree has the MTP
+    API (``sources.mtp_api``'s rule, which decided that the parse includes the wrapper header;
+    every tag since MTP landed). Two parts
     came later and are checked for: ``load_mtp_param`` (``llama_model_params.load_mtp``; before
     it, llama.cpp always loads a model's NextN layers) and ``nextn_count_function``
     (``llama_model_n_layer_nextn``; before it, the count is the GGUF key
     ``<arch>.nextn_predict_layers``)."""
     fields = {(r.name, f.name) for r in api.records for f in r.fields}
-    members = {m.name for e in api.enums for m in e.members}
     return {
-        "runtime_mtp": "LLAMA_CONTEXT_TYPE_MTP" in members
-        and ("llama_context_params", "n_rs_seq") in fields,
+        "runtime_mtp": WRAPPER_HEADER in api.headers,
         "load_mtp_param": ("llama_model_params", "load_mtp") in fields,
         "nextn_count_function": any(f.name == "llama_model_n_layer_nextn" for f in api.functions),
     }
@@ -238,6 +239,7 @@ def build_context(api: Interface) -> tuple[dict[str, Any], Cdef]:
         "aliases": [(alias, name) for name, alias in sorted(aliases.items())],
         "enums": enums,
         "constants": api.constants,
+        **contract_context(api),
         "targets": api.targets,
         "unsupported": cdef.unsupported,
         "skipped_macros": api.skipped_macros,

@@ -672,7 +672,7 @@ llama_mtp_status llama_mtp_strategy_supported(int32_t type) {
 
 const char * llama_mtp_strategy_name(int32_t type) {
     const strategy_info * info = find_strategy(type);
-    return info != nullptr ? info->name : nullptr;
+    return info != nullptr ? info->name.c_str() : nullptr;
 }
 
 }  // extern "C"

@@ -69,7 +69,11 @@ enum llama_mtp_status {
     LLAMA_MTP_STATUS_FILE_UNREADABLE     = 13  /* an n-gram cache file is missing or malformed */
 };
 
-/* Speculative strategies: upstream's COMMON_SPECULATIVE_TYPE_* with fixed values of our own. */
+/* Speculative strategies: upstream's COMMON_SPECULATIVE_TYPE_* with fixed values of our own. A
+ * strategy's name (llama.cpp's --spec-type value, llama_mtp_strategy_name) is its enumerator's
+ * suffix in lower case with '-' for '_' (LLAMA_MTP_STRATEGY_NGRAM_MAP_K4V: "ngram-map-k4v"). This
+ * enum, the limits and masks below and the queries (llama_mtp_strategy_supported, _name) are the
+ * contract's one home: llama-bindgen generates the bindings' values from them. */
 enum llama_mtp_strategy_type {
     LLAMA_MTP_STRATEGY_DRAFT_SIMPLE  = 1,  /* a separate draft model (params.draft_model) */
     LLAMA_MTP_STRATEGY_DRAFT_EAGLE3  = 2,  /* an EAGLE-3 draft model */
@@ -83,20 +87,32 @@ enum llama_mtp_strategy_type {
     LLAMA_MTP_STRATEGY_NGRAM_CACHE   = 10  /* draftless: 3-level n-gram cache, optional files */
 };
 
+/* The strategies that decode a draft context, one bit (1u << type) each: a sidecar runs at most
+ * one of them, beside any number of the draftless (n-gram) ones. */
+#define LLAMA_MTP_DRAFT_CONTEXT_STRATEGIES                                                        \
+    ((1u << LLAMA_MTP_STRATEGY_DRAFT_SIMPLE) | (1u << LLAMA_MTP_STRATEGY_DRAFT_EAGLE3) |          \
+     (1u << LLAMA_MTP_STRATEGY_DRAFT_MTP) | (1u << LLAMA_MTP_STRATEGY_DRAFT_DFLASH) |             \
+     (1u << LLAMA_MTP_STRATEGY_DRAFT_DSPARK))
+
+/* Bounds of the parameters: n-gram and m-gram lengths (size_n, size_m, min_hits, n_match,
+ * mod_n_max), and tokens per draft (params.n_max). */
+#define LLAMA_MTP_NGRAM_MAX 1024
+#define LLAMA_MTP_DRAFT_MAX 255
+
 /* One strategy and its parameters; fill with llama_mtp_default_strategy, then adjust. Fields a
  * strategy does not use are ignored. */
 struct llama_mtp_strategy {
     uint32_t struct_size;      /* sizeof(struct llama_mtp_strategy) */
     int32_t  type;             /* enum llama_mtp_strategy_type */
     /* ngram-simple, ngram-map-k, ngram-map-k4v: */
-    int32_t  size_n;           /* n-gram (key) length, [1, 1024] (default 12) */
-    int32_t  size_m;           /* m-gram (draft) length, [1, 1024] (default 48); ngram-simple:
+    int32_t  size_n;           /* n-gram (key) length, [1, NGRAM_MAX] (default 12) */
+    int32_t  size_m;           /* m-gram (draft) length, [1, NGRAM_MAX] (default 48); ngram-simple:
                                 * >= size_n (it drafts nothing otherwise) */
-    int32_t  min_hits;         /* hits before an m-gram is proposed, [1, 1024] (default 1) */
+    int32_t  min_hits;         /* hits before an m-gram is proposed, [1, NGRAM_MAX] (default 1) */
     /* ngram-mod: */
-    int32_t  n_match;          /* n-gram length, [1, 1024] (default 24) */
+    int32_t  n_match;          /* n-gram length, [1, NGRAM_MAX] (default 24) */
     int32_t  mod_n_min;        /* shortest draft, [0, mod_n_max] (default 48) */
-    int32_t  mod_n_max;        /* longest draft, [1, 1024] (default 64) */
+    int32_t  mod_n_max;        /* longest draft, [1, NGRAM_MAX] (default 64) */
     /* ngram-cache: files written by llama.cpp's llama-lookup-create (NULL or "": none) */
     const char * cache_static;
     const char * cache_dynamic;
@@ -107,7 +123,7 @@ struct llama_mtp;
 
 struct llama_mtp_params {
     uint32_t struct_size;      /* sizeof(struct llama_mtp_params) */
-    int32_t  n_max;            /* most tokens per draft, >= 1 (default 3) */
+    int32_t  n_max;            /* most tokens per draft, [1, DRAFT_MAX] (default 3) */
     int32_t  n_min;            /* drafts shorter than this are dropped, >= 0 (default 0) */
     float    p_min;            /* stop drafting below this top-token probability (default 0) */
     uint32_t n_seq;            /* sequences 0..n_seq-1 the sidecar serves (default 1) */

@@ -17,7 +17,7 @@
 
 namespace llama_mtp_impl {
 
-constexpr int32_t k_max_draft = 255;  // upstream counts accepted tokens in a uint16_t
+constexpr int32_t k_max_draft = LLAMA_MTP_DRAFT_MAX;  // upstream counts accepted tokens in a uint16_t
 
 // Smallest struct_size this library accepts (every field of the first release).
 constexpr uint32_t k_params_min_size = offsetof(llama_mtp_params, strategies);

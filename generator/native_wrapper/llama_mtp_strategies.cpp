@@ -4,6 +4,7 @@
 
 #include "llama_mtp_upstream.h"
 
+#include <cctype>
 #include <cstring>
 #include <fstream>
 #include <vector>
@@ -17,35 +18,58 @@ namespace llama_mtp_impl {
 namespace {
 
 // In upstream's order of preference (common_speculative_init): draftless first. Whether the tree
-// has each type is llama_mtp_upstream's to say; these three are refused in every tree.
-#define LLAMA_MTP_NEEDS_CHECKED_MODEL(name, kind)                                                  \
-    name " needs " kind ", which upstream checks with GGML_ASSERT (a process abort); the "        \
-         "wrapper does not run it until it can check such a model itself"
-const strategy_info k_strategies[] = {
-    {LLAMA_MTP_STRATEGY_NGRAM_SIMPLE, "ngram-simple", false, true, ""},
-    {LLAMA_MTP_STRATEGY_NGRAM_MAP_K, "ngram-map-k", false, true, ""},
-    {LLAMA_MTP_STRATEGY_NGRAM_MAP_K4V, "ngram-map-k4v", false, true, ""},
-    {LLAMA_MTP_STRATEGY_NGRAM_MOD, "ngram-mod", false, true, ""},
-    {LLAMA_MTP_STRATEGY_NGRAM_CACHE, "ngram-cache", false, true, ""},
-    {LLAMA_MTP_STRATEGY_DRAFT_SIMPLE, "draft-simple", true, true, ""},
-    {LLAMA_MTP_STRATEGY_DRAFT_EAGLE3, "draft-eagle3", true, false,
-     LLAMA_MTP_NEEDS_CHECKED_MODEL("draft-eagle3", "an EAGLE-3 draft model")},
-    {LLAMA_MTP_STRATEGY_DRAFT_MTP, "draft-mtp", true, true, ""},
-    {LLAMA_MTP_STRATEGY_DRAFT_DFLASH, "draft-dflash", true, false,
-     LLAMA_MTP_NEEDS_CHECKED_MODEL("draft-dflash", "a DFlash draft model")},
-    {LLAMA_MTP_STRATEGY_DRAFT_DSPARK, "draft-dspark", true, false,
-     LLAMA_MTP_NEEDS_CHECKED_MODEL("draft-dspark", "a DSpark draft model")},
+// has each type is llama_mtp_upstream's to say; the three with a model upstream asserts on are
+// refused in every tree. Names and draft-context membership come from llama_mtp.h.
+struct strategy_row {
+    int32_t type;
+    const char * enumerator;  // the enumerator's suffix ("NGRAM_MAP_K4V")
+    const char * unchecked_model;
 };
-constexpr uint32_t k_n_strategies = sizeof(k_strategies) / sizeof(k_strategies[0]);
+#define LLAMA_MTP_ROW(suffix, unchecked) {LLAMA_MTP_STRATEGY_##suffix, #suffix, unchecked}
+const strategy_row k_rows[] = {
+    LLAMA_MTP_ROW(NGRAM_SIMPLE, nullptr),
+    LLAMA_MTP_ROW(NGRAM_MAP_K, nullptr),
+    LLAMA_MTP_ROW(NGRAM_MAP_K4V, nullptr),
+    LLAMA_MTP_ROW(NGRAM_MOD, nullptr),
+    LLAMA_MTP_ROW(NGRAM_CACHE, nullptr),
+    LLAMA_MTP_ROW(DRAFT_SIMPLE, nullptr),
+    LLAMA_MTP_ROW(DRAFT_EAGLE3, "an EAGLE-3 draft model"),
+    LLAMA_MTP_ROW(DRAFT_MTP, nullptr),
+    LLAMA_MTP_ROW(DRAFT_DFLASH, "a DFlash draft model"),
+    LLAMA_MTP_ROW(DRAFT_DSPARK, "a DSpark draft model"),
+};
+#undef LLAMA_MTP_ROW
+constexpr uint32_t k_n_strategies = sizeof(k_rows) / sizeof(k_rows[0]);
+
+// llama_mtp.h's naming rule: the enumerator's suffix in lower case, '-' for '_'.
+std::string strategy_name_of(const char * enumerator) {
+    std::string name(enumerator);
+    for (char & c : name) {
+        c = c == '_' ? '-' : (char) std::tolower((unsigned char) c);
+    }
+    return name;
+}
+
+const std::vector<strategy_info> & table() {
+    static const std::vector<strategy_info> rows = [] {
+        std::vector<strategy_info> out;
+        for (const strategy_row & row : k_rows) {
+            const bool draft = ((LLAMA_MTP_DRAFT_CONTEXT_STRATEGIES >> row.type) & 1u) != 0;
+            out.push_back({row.type, strategy_name_of(row.enumerator), draft, row.unchecked_model});
+        }
+        return out;
+    }();
+    return rows;
+}
 
 }  // namespace
 
 const strategy_info * strategies_begin() {
-    return k_strategies;
+    return table().data();
 }
 
 const strategy_info * strategies_end() {
-    return k_strategies + k_n_strategies;
+    return table().data() + table().size();
 }
 
 uint32_t n_strategy_types() {
@@ -53,7 +77,7 @@ uint32_t n_strategy_types() {
 }
 
 const strategy_info * find_strategy(int32_t type) {
-    for (const auto & info : k_strategies) {
+    for (const auto & info : table()) {
         if (info.type == type) {
             return &info;
         }
@@ -67,8 +91,11 @@ llama_mtp_status strategy_support(int32_t type, const std::string & where) {
         return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT,
                     where + ": " + std::to_string(type) + " is not a llama_mtp_strategy_type");
     }
-    if (!info->wrapper_runs) {
-        return fail(LLAMA_MTP_STATUS_UNSUPPORTED_STRATEGY, where + ": " + info->why_not);
+    if (info->unchecked_model != nullptr) {
+        return fail(LLAMA_MTP_STATUS_UNSUPPORTED_STRATEGY,
+                    where + ": " + info->name + " needs " + info->unchecked_model +
+                        ", which upstream checks with GGML_ASSERT (a process abort); the wrapper "
+                        "does not run it until it can check such a model itself");
     }
     if (llama_mtp_upstream::upstream_strategy_type(type) < 0) {
         return fail(LLAMA_MTP_STATUS_UNSUPPORTED_STRATEGY,

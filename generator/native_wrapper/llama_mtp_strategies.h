@@ -15,14 +15,13 @@ namespace llama_mtp_impl {
 llama_mtp_status fail(llama_mtp_status status, const std::string & message);
 llama_mtp_status ok();
 
-constexpr int32_t k_max_ngram = 1024;  // our bound on n-gram and m-gram lengths
+constexpr int32_t k_max_ngram = LLAMA_MTP_NGRAM_MAX;
 
 struct strategy_info {
     int32_t type;
-    const char * name;  // upstream's --spec-type name
-    bool draft_context;
-    bool wrapper_runs;  // false: refused with why_not whatever the tree has
-    const char * why_not;
+    std::string name;  // upstream's --spec-type name, from the enumerator (llama_mtp.h's rule)
+    bool draft_context;  // in LLAMA_MTP_DRAFT_CONTEXT_STRATEGIES
+    const char * unchecked_model;  // non-null: the draft model upstream asserts on; never run
 };
 
 // In upstream's order of preference (common_speculative_init): draftless first.

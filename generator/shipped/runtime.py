@@ -49,8 +49,20 @@ from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypedDict, Unpack, cast
 
+from . import constants
 from ._about import LLAMA_CPP_RELEASE, LOAD_MTP_PARAM, MTP_API, NEXTN_COUNT_FUNCTION
 from ._ffi import SYMBOL_ERRORS
+from .constants import (
+    GGML_LOG_LEVEL_CONT,
+    GGML_LOG_LEVEL_DEBUG,
+    GGML_LOG_LEVEL_ERROR,
+    GGML_LOG_LEVEL_INFO,
+    GGML_LOG_LEVEL_WARN,
+    LLAMA_DEFAULT_SEED,
+    MTP_DRAFT_CONTEXT,
+    MTP_STRATEGY_TYPES,
+)
+from .constants import SpeculativeMode as SpeculativeMode
 from .errors import LlamaClosedError as LlamaClosedError
 from .errors import LlamaLoadError, LlamaRuntimeError, LlamaUnsupportedError
 from .lifetimes import NativeObject
@@ -78,15 +90,6 @@ LLAMA_LOGGER: Final = logging.getLogger("llama_bindings.llama_cpp")
 LLAMA_LOGGER.addHandler(logging.NullHandler())  # silent unless the application shows it
 # on_token's token for the text still held back when a generation ends after its last token
 TAIL_TOKEN: Final = -1
-# llama_sampler_init_dist's seed that asks llama.cpp for a random one (LLAMA_DEFAULT_SEED)
-_RANDOM_SEED: Final = 0xFFFFFFFF
-
-# llama_mtp_status values (llama_mtp.h)
-_MTP_OK: Final = 0
-_MTP_NO_NEXTN_LAYERS: Final = 3
-_MTP_NOT_LOADED: Final = 4
-# unsupported strategy, draft model vocabulary mismatch, unreadable n-gram cache file
-_MTP_REFUSED: Final = (_MTP_NO_NEXTN_LAYERS, _MTP_NOT_LOADED, 11, 12, 13)
 # Wrapper functions the MTP path calls; libraries without any of them cannot run it.
 _MTP_FUNCTIONS: Final = (
     "llama_mtp_default_params",
@@ -108,6 +111,20 @@ _STRATEGY_FUNCTIONS: Final = (
 )
 
 
+def _refused_statuses() -> tuple[int, ...]:
+    """The llama_mtp statuses that mean "this cannot run here" (LlamaUnsupportedError): no MTP
+    head, not loaded, a strategy or mix the library cannot run, a draft model of another
+    vocabulary, an unreadable n-gram cache file."""
+    c = constants
+    return (
+        c.LLAMA_MTP_STATUS_NO_NEXTN_LAYERS,
+        c.LLAMA_MTP_STATUS_MTP_NOT_LOADED,
+        c.LLAMA_MTP_STATUS_UNSUPPORTED_STRATEGY,
+        c.LLAMA_MTP_STATUS_VOCAB_MISMATCH,
+        c.LLAMA_MTP_STATUS_FILE_UNREADABLE,
+    )
+
+
 def _fill_batch(
     batch: Any, tokens: Sequence[int], pos0: int, *, outputs: str = "last", seq: int = 0
 ) -> None:
@@ -123,60 +140,6 @@ def _fill_batch(
     for i in range(n):
         seq_id[i][0] = seq
     batch.n_tokens = n
-
-
-class SpeculativeMode(enum.StrEnum):
-    """Speculative strategies, by llama.cpp's ``--spec-type`` names."""
-
-    NONE = "none"
-    DRAFT_SIMPLE = "draft-simple"  # a separate draft model (SpeculativeDecoding.draft_model)
-    DRAFT_EAGLE3 = "draft-eagle3"  # exposed, refused: see _NOT_RUN
-    DRAFT_MTP = "draft-mtp"  # the target's own NextN (MTP) head
-    DRAFT_DFLASH = "draft-dflash"  # exposed, refused
-    DRAFT_DSPARK = "draft-dspark"  # exposed, refused
-    NGRAM_SIMPLE = "ngram-simple"  # draftless: the m-gram after the last match of the n-gram
-    NGRAM_MAP_K = "ngram-map-k"  # draftless: n-gram keys
-    NGRAM_MAP_K4V = "ngram-map-k4v"  # draftless: n-gram keys with up to 4 m-gram values
-    NGRAM_MOD = "ngram-mod"  # draftless: hashed n-gram pool
-    NGRAM_CACHE = "ngram-cache"  # draftless: 3-level n-gram cache, optional cache files
-
-
-# llama_mtp_strategy_type values (llama_mtp.h); a test keeps them equal to the generated enum.
-_STRATEGY_TYPES: Final = {
-    SpeculativeMode.DRAFT_SIMPLE: 1,
-    SpeculativeMode.DRAFT_EAGLE3: 2,
-    SpeculativeMode.DRAFT_MTP: 3,
-    SpeculativeMode.DRAFT_DFLASH: 4,
-    SpeculativeMode.DRAFT_DSPARK: 5,
-    SpeculativeMode.NGRAM_SIMPLE: 6,
-    SpeculativeMode.NGRAM_MAP_K: 7,
-    SpeculativeMode.NGRAM_MAP_K4V: 8,
-    SpeculativeMode.NGRAM_MOD: 9,
-    SpeculativeMode.NGRAM_CACHE: 10,
-}
-# Strategies that decode a draft context (at most one per SpeculativeDecoding).
-_DRAFT_CONTEXT: Final = frozenset(
-    {
-        SpeculativeMode.DRAFT_SIMPLE,
-        SpeculativeMode.DRAFT_EAGLE3,
-        SpeculativeMode.DRAFT_MTP,
-        SpeculativeMode.DRAFT_DFLASH,
-        SpeculativeMode.DRAFT_DSPARK,
-    }
-)
-_NOT_RUN: Final = {
-    mode: (
-        f"{mode.value} needs a {label} draft model, which llama.cpp checks with GGML_ASSERT (a "
-        "process abort); the llama_mtp wrapper does not run it until it can check such a model "
-        "itself, and no test model of that kind can be made here yet"
-    )
-    for mode, label in (
-        (SpeculativeMode.DRAFT_EAGLE3, "EAGLE-3"),
-        (SpeculativeMode.DRAFT_DFLASH, "DFlash"),
-        (SpeculativeMode.DRAFT_DSPARK, "DSpark"),
-    )
-}
-_NGRAM_MAX: Final = 1024  # llama_mtp.h's bound on n-gram and m-gram lengths
 
 
 @dataclass(frozen=True)
@@ -204,10 +167,11 @@ class Strategy:
         object.__setattr__(self, "kind", SpeculativeMode(self.kind))
         if self.kind is SpeculativeMode.NONE:
             raise ValueError("Strategy kind 'none' is not a strategy")
+        top = constants.LLAMA_MTP_NGRAM_MAX  # read here: a release without the MTP API lacks it
         for name in ("size_n", "size_m", "min_hits", "n_match", "mod_n_max"):
             value = getattr(self, name)
-            if value is not None and not 1 <= value <= _NGRAM_MAX:
-                raise ValueError(f"Strategy.{name} must be in [1, {_NGRAM_MAX}], got {value}")
+            if value is not None and not 1 <= value <= top:
+                raise ValueError(f"Strategy.{name} must be in [1, {top}], got {value}")
         if (
             self.kind is SpeculativeMode.NGRAM_SIMPLE
             and self.size_n is not None
@@ -219,7 +183,7 @@ class Strategy:
                 "draft (llama.cpp drafts only an m-gram at least as long as the n-gram)"
             )
         if self.mod_n_min is not None:
-            top = self.mod_n_max if self.mod_n_max is not None else _NGRAM_MAX
+            top = self.mod_n_max if self.mod_n_max is not None else top
             if not 0 <= self.mod_n_min <= top:
                 raise ValueError(f"Strategy.mod_n_min must be in [0, {top}], got {self.mod_n_min}")
         for name in ("cache_static", "cache_dynamic"):
@@ -231,7 +195,7 @@ class Strategy:
 
     @property
     def draft_context(self) -> bool:
-        return self.kind in _DRAFT_CONTEXT
+        return self.kind in MTP_DRAFT_CONTEXT
 
 
 @dataclass(frozen=True)
@@ -293,8 +257,9 @@ class SpeculativeDecoding:
         _check_mix(given, self.draft_model)
         if self.draft_n_ctx < 0:
             raise ValueError(f"draft_n_ctx must be >= 0, got {self.draft_n_ctx}")
-        if not 1 <= self.draft_token_max <= 255:
-            raise ValueError(f"draft_token_max must be in [1, 255], got {self.draft_token_max}")
+        top = constants.LLAMA_MTP_DRAFT_MAX if self.strategies else self.draft_token_max
+        if not 1 <= self.draft_token_max <= top:
+            raise ValueError(f"draft_token_max must be in [1, {top}], got {self.draft_token_max}")
         if not 0 <= self.draft_token_min <= self.draft_token_max:
             raise ValueError(
                 f"draft_token_min must be in [0, draft_token_max], got {self.draft_token_min}"
@@ -316,9 +281,7 @@ def _check_mix(strategies: tuple[Strategy, ...], draft_model: Model | None) -> N
     for kind in kinds:
         if kinds.count(kind) > 1:
             raise ValueError(f"strategy {kind.value} is listed twice")
-        if kind in _NOT_RUN:
-            raise LlamaUnsupportedError(_NOT_RUN[kind])
-    drafting = [k.value for k in kinds if k in _DRAFT_CONTEXT]
+    drafting = [k.value for k in kinds if k in MTP_DRAFT_CONTEXT]
     if len(drafting) > 1:
         raise LlamaUnsupportedError(
             f"{' and '.join(drafting)} both need a draft context; llama.cpp mixes n-gram "
@@ -379,8 +342,8 @@ class Sampling:
             ok = isinstance(value, int) and not isinstance(value, bool) and value >= low
             _check(ok, name, f"an integer >= {low}", value)
         seed = self.seed
-        ok = seed is None or (isinstance(seed, int) and 0 <= seed < _RANDOM_SEED)
-        _check(ok, "seed", f"None or an integer in [0, {_RANDOM_SEED})", seed)
+        ok = seed is None or (isinstance(seed, int) and 0 <= seed < LLAMA_DEFAULT_SEED)
+        _check(ok, "seed", f"None or an integer in [0, {LLAMA_DEFAULT_SEED})", seed)
         _check(isinstance(self.logit_bias, Mapping), "logit_bias", "a mapping", self.logit_bias)
         for token, bias in self.logit_bias.items():
             ok = isinstance(token, int) and not isinstance(token, bool) and token >= 0
@@ -403,8 +366,13 @@ class _LineJoiner:
     """llama.cpp's log pieces joined into lines; a continuation (GGML_LOG_LEVEL_CONT) keeps the
     level of the line it continues."""
 
-    _LEVELS: Final = {1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNING, 4: logging.ERROR}
-    _CONT: Final = 5
+    _LEVELS: Final = {
+        GGML_LOG_LEVEL_DEBUG: logging.DEBUG,
+        GGML_LOG_LEVEL_INFO: logging.INFO,
+        GGML_LOG_LEVEL_WARN: logging.WARNING,
+        GGML_LOG_LEVEL_ERROR: logging.ERROR,
+    }
+    _CONT: Final = GGML_LOG_LEVEL_CONT
 
     def __init__(self) -> None:
         self._line = ""
@@ -700,12 +668,12 @@ def strategy_support(kind: SpeculativeMode | str, libs: Libraries) -> str | None
         return exc.reason
     except SYMBOL_ERRORS:  # a first-release wrapper: draft-mtp alone
         return None if mode is SpeculativeMode.DRAFT_MTP else "the wrapper runs draft-mtp alone"
-    if check(_STRATEGY_TYPES[mode]) == _MTP_OK:
+    if check(MTP_STRATEGY_TYPES[mode]) == constants.LLAMA_MTP_STATUS_OK:
         return None
     return str(libs.ffi.string(wrapper.llama_mtp_last_error()).decode("utf-8", "replace"))
 
 
-def _mtp_wrapper(libs: Libraries, what: str = "draft-mtp", strategies: bool = False) -> _MtpWrapper:
+def _mtp_wrapper(libs: Libraries, what: str, strategies: bool = False) -> _MtpWrapper:
     """The wrapper library, or LlamaUnsupportedError saying why the MTP path cannot run."""
     if not MTP_API:
         raise LlamaUnsupportedError(
@@ -1159,7 +1127,7 @@ class Context:
             params.draft_n_ctx = self.speculative.draft_n_ctx
         out = self.ffi.new("struct llama_mtp **")
         status = wrapper.llama_mtp_create(self.handle, params, out)
-        if status in _MTP_REFUSED:
+        if status in _refused_statuses():
             raise LlamaUnsupportedError(self._mtp_error(wrapper))
         self._mtp_check(wrapper, status, "create")
         self._mtp_native = NativeObject(
@@ -1171,7 +1139,7 @@ class Context:
         self, wrapper: _MtpWrapper, item: Any, strategy: Strategy, keep: list[Any]
     ) -> None:
         item.struct_size = self.ffi.sizeof("struct llama_mtp_strategy")
-        status = wrapper.llama_mtp_default_strategy(_STRATEGY_TYPES[strategy.kind], item)
+        status = wrapper.llama_mtp_default_strategy(MTP_STRATEGY_TYPES[strategy.kind], item)
         self._mtp_check(wrapper, status, "default_strategy")
         for name in ("size_n", "size_m", "min_hits", "n_match", "mod_n_min", "mod_n_max"):
             value = getattr(strategy, name)
@@ -1188,7 +1156,7 @@ class Context:
         return str(self.ffi.string(wrapper.llama_mtp_last_error()).decode("utf-8", "replace"))
 
     def _mtp_check(self, wrapper: _MtpWrapper, status: int, what: str) -> None:
-        if status != _MTP_OK:
+        if status != constants.LLAMA_MTP_STATUS_OK:
             message = self._mtp_error(wrapper)
             raise LlamaRuntimeError(f"llama_mtp_{what} failed ({status}): {message}")
 
@@ -1661,7 +1629,7 @@ class Context:
             yield llama.llama_sampler_init_min_p(sampling.min_p, 1)
         yield llama.llama_sampler_init_temp(sampling.temperature)
         yield llama.llama_sampler_init_dist(
-            sampling.seed if sampling.seed is not None else _RANDOM_SEED
+            sampling.seed if sampling.seed is not None else LLAMA_DEFAULT_SEED
         )
 
     def _logprob(self, run: _Run, token: int, row: int) -> TokenLogprob | None:
@@ -1733,11 +1701,11 @@ class Context:
                     return
                 chunk = head[start : start + n_batch]
                 _fill_batch(batch, chunk, start)
-                status = self._decode(batch)
-                if status != 0:
+                decoded = self._decode(batch)
+                if decoded != 0:
                     if run.cancelled():
                         return
-                    raise LlamaRuntimeError(f"llama_decode failed ({status}) on the prompt")
+                    raise LlamaRuntimeError(f"llama_decode failed ({decoded}) on the prompt")
                 processed = wrapper.llama_mtp_process(self._mtp, self.ffi.addressof(batch))
                 self._mtp_check(wrapper, processed, "process")
         finally:
@@ -1761,7 +1729,7 @@ class Context:
                 break
             cap = min(capacity, max(1, run.remaining()))
             status = wrapper.llama_mtp_step(self._mtp, 0, sampler, id_last, n_past, out, cap, n_out)
-            if status != _MTP_OK:
+            if status != constants.LLAMA_MTP_STATUS_OK:
                 if run.cancelled():
                     break
                 self._mtp_check(wrapper, status, "step")
@@ -1789,7 +1757,7 @@ class Context:
                 getattr(wrapper, name)
         except SYMBOL_ERRORS:
             return ()  # a first-release wrapper (draft-mtp alone): no per-strategy counters
-        kinds = {value: kind for kind, value in _STRATEGY_TYPES.items()}
+        kinds = {value: kind for kind, value in MTP_STRATEGY_TYPES.items()}
         stats = self.ffi.new("struct llama_mtp_strategy_stats *")
         found = []
         for index in range(int(wrapper.llama_mtp_n_strategies(self._mtp))):
@@ -2003,7 +1971,8 @@ class _Run:
         )
         reason = self.finish_reason if self.finish_reason is not None else FinishReason.LENGTH
         return GenerationResult(
-            tuple(self.tokens), self.text, reason, metrics, None if seed == _RANDOM_SEED else seed,
+            tuple(self.tokens), self.text, reason, metrics,
+            None if seed == LLAMA_DEFAULT_SEED else seed,
             tuple(self.logprobs) if self.top_logprobs is not None else None,
         )  # fmt: skip
 

@@ -1,9 +1,9 @@
 """One fetched llama.cpp tree, as every stage after ``fetch`` sees it.
 
 ``fetch`` makes it (``FetchResult`` is a Tree plus how the fetch went); parsing, building and
-recording take it; ``Tree.read`` makes the same value again from a tree folder's metadata. The
-rule for "this tree has the MTP API the wrapper needs" lives here and nowhere else (the wrapper's
-CMake project checks the same two facts before it compiles).
+recording take it; ``Tree.read`` makes the same value again from a tree folder's metadata. Whether
+the tree has the MTP API the wrapper needs is :mod:`generator.sources.mtp_api`'s rule (the
+wrapper's CMake project reads the same rule file).
 """
 
 from __future__ import annotations
@@ -15,21 +15,16 @@ from generator.errors import UsageError
 from generator.ir.interface import Source
 from generator.paths import wrapper_dir
 from generator.releases import UNKNOWN_COMMIT, commit_label, tree_key
+from generator.sources.mtp_api import missing_reason
 from generator.sources.tree_metadata import TREE_METADATA, load_tree_metadata
 
-MTP_ENUM = "LLAMA_CONTEXT_TYPE_MTP"
-SPECULATIVE_HEADER = "common/speculative.h"
 WRAPPER_HEADER = "llama_mtp.h"
 
 
 def mtp_api_missing_reason(root: Path) -> str | None:
-    """Why the tree at ``root`` cannot have the MTP wrapper, or None when it can."""
-    llama_h = (root / "include" / "llama.h").read_text(encoding="utf-8", errors="replace")
-    if MTP_ENUM not in llama_h:
-        return f"llama.h has no {MTP_ENUM} (tree predates the MTP API)"
-    if not (root / SPECULATIVE_HEADER).is_file():
-        return f"{SPECULATIVE_HEADER} is missing"
-    return None
+    """Why the tree at ``root`` cannot have the MTP wrapper, or None when it can
+    (:mod:`generator.sources.mtp_api`'s rule)."""
+    return missing_reason(root)
 
 
 @dataclass(frozen=True)

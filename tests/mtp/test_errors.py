@@ -65,7 +65,8 @@ def test_pre_mtp_release_63d93d1(
     build = build_or_fail(tree_63d93d1, "linux-x86_64")
     assert not build.mtp.supported
     # as `llama-bindgen build` does: the wrapper header only for trees with the MTP API
-    assert Tree.read(tree_63d93d1).mtp_api_missing_reason is not None
+    reason = Tree.read(tree_63d93d1).mtp_api_missing_reason
+    assert reason is not None and build.mtp.reason == reason  # CMake read the same rule
     options = ParseOptions(tree_63d93d1, wrapper_header=None)
     api = parse_interface(options, tree_source(tree_63d93d1))
     package = emit_package(api, tmp_path, llama_license=llama_license(tree_63d93d1))
@@ -153,7 +154,7 @@ def test_a_wrapper_missing_a_function_is_unsupported_not_a_cffi_error(
         from llama_bindings._ffi import ffi
         stand_in = ffi.dlopen(sys.argv[1])
         try:
-            runtime._mtp_wrapper(types.SimpleNamespace(llama_mtp=stand_in))
+            runtime._mtp_wrapper(types.SimpleNamespace(llama_mtp=stand_in), "draft-mtp")
         except runtime.LlamaUnsupportedError as exc:
             print("unsupported:", exc.reason)
         """

@@ -139,11 +139,21 @@ def test_draft_model_with_another_vocabulary_is_refused(
             runtime.Context(m, speculative=spec)
 
 
+def test_strategies_the_wrapper_never_runs_are_refused_by_it(
+    runtime: Any, libs: Any, models: dict[str, Path]
+) -> None:
+    """draft-eagle3, -dflash and -dspark are refused by the library (its message, its rule), at
+    Context creation: the bindings do not keep their own list."""
+    labels = {"draft-eagle3": "EAGLE-3", "draft-dflash": "DFlash", "draft-dspark": "DSpark"}
+    with runtime.Model(models["agree"], load_mtp=True, libs=libs) as model:
+        for kind, label in labels.items():
+            spec = runtime.SpeculativeDecoding(strategies=(kind,))
+            with pytest.raises(runtime.LlamaUnsupportedError, match=label):
+                runtime.Context(model, n_ctx=128, speculative=spec)
+
+
 def test_mixes_are_checked_before_anything_native(runtime: Any, tmp_path: Path) -> None:
     sd, unsupported = runtime.SpeculativeDecoding, runtime.LlamaUnsupportedError
-    for kind, label in (("draft-eagle3", "EAGLE-3"), ("draft-dflash", "DFlash")):
-        with pytest.raises(unsupported, match=label):
-            sd(strategies=(kind,))
     with pytest.raises(unsupported, match="both need a draft context"):
         sd(strategies=("draft-mtp", "draft-simple"))
     with pytest.raises(ValueError, match="listed twice"):
@@ -170,8 +180,23 @@ def test_mixes_are_checked_before_anything_native(runtime: Any, tmp_path: Path) 
     )
 
 
-def test_strategy_values_match_the_wrapper_header(runtime: Any) -> None:
-    from llama_bindings import enums
+def test_generated_strategies_are_the_librarys(runtime: Any, libs: Any) -> None:
+    """The bindings' strategy table is generated from llama_mtp.h; the built library answers the
+    same names, the same draft-context rule and the same bounds."""
+    from llama_bindings import constants, enums
 
     declared = {m.name: m.value for m in enums.llama_mtp_strategy_type}
-    assert {m.name: v for m, v in runtime._STRATEGY_TYPES.items()} == declared
+    assert {m.name: v for m, v in runtime.MTP_STRATEGY_TYPES.items()} == declared
+    ffi, wrapper = libs.ffi, libs.llama_mtp
+    for mode, value in runtime.MTP_STRATEGY_TYPES.items():
+        assert ffi.string(wrapper.llama_mtp_strategy_name(value)).decode() == mode.value
+    assert ffi.NULL == wrapper.llama_mtp_strategy_name(max(declared.values()) + 1)
+    assert {m.value for m in runtime.SpeculativeMode} == {"none"} | {
+        m.value for m in runtime.MTP_STRATEGY_TYPES
+    }
+    types = runtime.MTP_STRATEGY_TYPES
+    mask = sum(1 << types[m] for m in runtime.MTP_DRAFT_CONTEXT)
+    assert mask == constants.LLAMA_MTP_DRAFT_CONTEXT_STRATEGIES
+    assert runtime.SpeculativeMode.DRAFT_MTP in runtime.MTP_DRAFT_CONTEXT
+    assert not any(m.value.startswith("ngram-") for m in runtime.MTP_DRAFT_CONTEXT)
+    assert constants.LLAMA_MTP_NGRAM_MAX > 0 and constants.LLAMA_MTP_DRAFT_MAX > 0

@@ -124,7 +124,7 @@ def _write_fake_tree(tree: Path, commit: str) -> None:
     (tree / "include").mkdir(parents=True)
     (tree / "common").mkdir()
     (tree / "include" / "llama.h").write_text(
-        "/* LLAMA_CONTEXT_TYPE_MTP */\nint llama_fake(void);\n"
+        "/* LLAMA_CONTEXT_TYPE_MTP n_rs_seq */\nint llama_fake(void);\n"
     )
     (tree / "common" / "speculative.h").write_text("")
     (tree / "LICENSE").write_text("MIT License (fake tree)\n")
