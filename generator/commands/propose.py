@@ -15,6 +15,7 @@ from typing import Any
 
 from generator.errors import UsageError
 from generator.github_api import DEFAULT_API_URL, TOKEN_ENV, check_repo, optional_token
+from generator.release.wheels import planned_wheels
 from generator.tracking import TrackingClient
 
 
@@ -57,6 +58,15 @@ def failures(gates: dict[str, list[dict[str, str]]]) -> list[str]:
     ]
 
 
+def wheels_section(tag: str, gates: dict[str, list[dict[str, str]]]) -> str:
+    """The wheels a merge would publish: those of the builds whose every gate passed."""
+    passed = [
+        k for k, results in gates.items() if all(g.get("status") == "passed" for g in results)
+    ]
+    lines = planned_wheels(tag, passed) or ["- none: no build passed every gate"]
+    return "Wheels a merge would publish (`llama-bindgen release`):\n\n" + "\n".join(lines) + "\n\n"
+
+
 def run(args: argparse.Namespace) -> int:
     repo = check_repo(args.github_repo)
     gates = _gates(args.gates)
@@ -78,7 +88,8 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("propose without --failed needs --branch and --report")
         body = (
             f"`llama-bindgen bump {args.tag}` passed every gate it ran.\n\n"
-            f"{gate_table(gates)}\n\n{_read(args.report, '--report').rstrip()}\n"
+            f"{gate_table(gates)}\n\n{wheels_section(args.tag, gates)}"
+            f"{_read(args.report, '--report').rstrip()}\n"
         )
         proposal = client.propose_pull(repo, args.branch, args.base, args.tag, body)
     print(f"{'opened' if proposal.created else 'updated'} {proposal.kind} #{proposal.number}")

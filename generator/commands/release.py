@@ -75,8 +75,10 @@ def register(subparsers: Any) -> None:
         "release",
         help="pack (and publish) a release whose gates all passed",
         description=(
-            "Pack the native builds (one archive per platform and backend), the bindings in "
-            "generated/, assets.json, release notes and SHA256SUMS into --out, for a "
+            "Pack the native builds (one archive per platform and backend), a wheel of the "
+            "bindings with each build's libraries inside (pip install --find-links OUT "
+            "llama-bindings), the bindings in generated/, assets.json, release notes and "
+            "SHA256SUMS into --out, for a "
             "releases.toml entry whose gates all passed. With --publish, create a GitHub release "
             f"through the REST API (token from ${TOKEN_ENV}); a failure leaves no release behind."
         ),

@@ -1,4 +1,5 @@
-"""Assemble a release into ``--out``: archives, ``assets.json``, release notes, ``SHA256SUMS``.
+"""Assemble a release into ``--out``: archives, wheels, ``assets.json``, release notes,
+``SHA256SUMS``.
 
 Everything that can refuse the release is checked before the first byte is written: the gate
 record, the native folders (commit, library hashes), the bindings in ``generated/`` (made from the
@@ -6,7 +7,9 @@ same commit) and the notes file. A native build is packed only when its gate rec
 ``gates.json`` in its folder, else the releases.toml entry's) says every gate passed; every other
 platform, and every recorded one with no build, is left out and named with the reason (on stderr,
 in the release notes and in :attr:`AssembledRelease.left_out`). With nothing left to pack, the
-release is refused. The files are then written to a
+release is refused. Each packed build also gets a wheel of the bindings with its libraries
+inside (:mod:`generator.release.wheels`); one that cannot be made is named with the reason, and
+the build's archive still ships. The files are then written to a
 sibling work folder that replaces ``--out`` in one rename, so a failure leaves ``--out`` as it was.
 """
 
@@ -38,6 +41,7 @@ from generator.release.native import (
     find_native_builds,
 )
 from generator.release.notes import NOTES_NAME, read_notes, render_notes
+from generator.release.wheels import WheelNotMadeError, make_wheel
 from generator.releases import Release
 from generator.sources.licenses import LICENSES_DIR, LLAMA_LICENSE
 
@@ -61,6 +65,7 @@ class AssembledRelease:
     files: list[str]  # every file in ``out``, sorted
     gates: list[PlatformGates]
     left_out: list[tuple[str, str]]  # (platform key, why), sorted
+    wheels_left_out: list[tuple[str, str]]  # released builds with no wheel: (key, why), sorted
 
 
 def release_tag(release: Release) -> str:
@@ -138,9 +143,9 @@ def refuse_unlicensed(found: list[NativeBuild]) -> None:
             )
 
 
-def _bindings_files(generated: Path, commit: str) -> list[str]:
-    """The entries of ``generated`` to pack: the repository's generated/ (holding
-    llama_bindings/) or a package folder itself."""
+def _bindings_package(generated: Path, commit: str) -> Path:
+    """The bindings package in ``generated`` (the repository's generated/, holding
+    llama_bindings/, or a package folder itself), checked against the release's commit."""
     nested = generated / "llama_bindings" / BINDINGS_MANIFEST
     manifest_path = nested if nested.is_file() else generated / BINDINGS_MANIFEST
     try:
@@ -161,7 +166,27 @@ def _bindings_files(generated: Path, commit: str) -> list[str]:
             "(a lean PyPI sdist's: such bindings never ship), or by an older llama-bindgen "
             "(generate them again)"
         )
-    return sorted(p.name for p in generated.iterdir() if not p.name.startswith("."))
+    return package
+
+
+def _write_wheels(
+    builds: list[NativeBuild], package: Path, tag: str, work: Path
+) -> tuple[list[Artifact], list[tuple[str, str]]]:
+    """One wheel per build (:mod:`generator.release.wheels`); the builds whose wheel could not
+    be made, with the reason."""
+    artifacts: list[Artifact] = []
+    left_out: list[tuple[str, str]] = []
+    for build in builds:
+        key = gate_key(build.platform, build.backend)
+        try:
+            wheel = make_wheel(build, package, tag, work)
+        except WheelNotMadeError as exc:
+            _progress(f"no wheel for {key}: {exc}")
+            left_out.append((key, str(exc)))
+            continue
+        _progress(f"wheel {wheel.path.name}")
+        artifacts.append(Artifact.of(wheel.path, "wheel", build.os_name, build.arch, build.backend))
+    return artifacts, left_out
 
 
 def _check_out(out: Path) -> None:
@@ -185,7 +210,8 @@ def assemble_release(inputs: ReleaseInputs, out: Path) -> AssembledRelease:
         )
     builds = [b for b, _ in admitted]
     gates = {(b.platform, b.backend): g for b, g in admitted}
-    bindings = _bindings_files(inputs.generated_dir, rel.commit_label)
+    package = _bindings_package(inputs.generated_dir, rel.commit_label)
+    bindings = sorted(p.name for p in inputs.generated_dir.iterdir() if not p.name.startswith("."))
     report = read_notes(inputs.notes_path)
 
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -208,6 +234,8 @@ def assemble_release(inputs: ReleaseInputs, out: Path) -> AssembledRelease:
             collect(inputs.generated_dir, f"llama-bindgen-bindings-{tag}", tuple(bindings)),
         )
         artifacts.append(Artifact.of(path, "bindings", "any", "any", "any"))
+        wheels, wheels_left_out = _write_wheels(builds, package, tag, work)
+        artifacts += wheels
         write_manifest(work / ASSETS_NAME, manifest(tag, rel.commit_label, rel.digest, artifacts))
         notes = render_notes(
             tag=tag,
@@ -218,6 +246,7 @@ def assemble_release(inputs: ReleaseInputs, out: Path) -> AssembledRelease:
             report=report,
             diff_summary=inputs.gates.diff_summary,
             left_out=left_out,
+            wheels_left_out=wheels_left_out,
         )
         (work / NOTES_NAME).write_text(notes, encoding="utf-8")
         files = sorted(p.name for p in work.iterdir())
@@ -229,5 +258,11 @@ def assemble_release(inputs: ReleaseInputs, out: Path) -> AssembledRelease:
         if work.exists():
             shutil.rmtree(work)
     return AssembledRelease(
-        out, tag, artifacts, sorted([*files, SUMS_NAME]), list(gates.values()), left_out
+        out,
+        tag,
+        artifacts,
+        sorted([*files, SUMS_NAME]),
+        list(gates.values()),
+        left_out,
+        wheels_left_out,
     )

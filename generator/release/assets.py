@@ -6,8 +6,9 @@ file is reproducible)::
     {"format": 1, "generator_version": ..., "tag": ..., "commit": ..., "digest": ...,
      "artifacts": [{"file", "kind", "platform", "arch", "backend", "sha256", "size"}, ...]}
 
-``kind`` is ``native`` or ``bindings``; the bindings archive has platform, arch and backend
-``any``. Artifacts are sorted by file name.
+``kind`` is ``native`` (a build's archive), ``wheel`` (the bindings with that build's libraries
+inside, :mod:`generator.release.wheels`) or ``bindings``; the bindings archive has platform, arch
+and backend ``any``. Artifacts are sorted by file name.
 """
 
 from __future__ import annotations

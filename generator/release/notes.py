@@ -9,6 +9,7 @@ from generator.release.assets import Artifact
 from generator.release.errors import ReleaseRefusedError
 from generator.release.gates import REQUIRED_GATES, PlatformGates
 from generator.release.render import render
+from generator.release.wheels import WHEEL_NAME
 
 NOTES_NAME = "RELEASE_NOTES.md"
 
@@ -32,6 +33,7 @@ def render_notes(
     report: str,
     diff_summary: str,
     left_out: list[tuple[str, str]] | None = None,
+    wheels_left_out: list[tuple[str, str]] | None = None,
 ) -> str:
     present = {g for p in gates for g in p.results}
     names = [g for g in REQUIRED_GATES if g in present] + sorted(present - set(REQUIRED_GATES))
@@ -51,4 +53,7 @@ def render_notes(
         report=report,
         diff_summary=diff_summary,
         left_out=sorted(left_out or []),
+        wheels=sorted((a for a in artifacts if a.kind == "wheel"), key=lambda a: a.file),
+        wheels_left_out=sorted(wheels_left_out or []),
+        wheel_name=WHEEL_NAME,
     )

@@ -15,6 +15,8 @@ TRACK_WORKFLOW_NAME = "track-upstream.yml"  # emitted beside the release workflo
 TRACK_CRON = "17 5 * * *"  # daily, off the hour
 TRACK_TIMEOUT_MINUTES = 180
 TESTS_HOST = "linux-x86_64"  # the platform of PUBLISH_RUNNER, where the test suite runs
+# What the release job installs for the wheels: the aarch64 runtime libraries auditwheel grafts.
+WHEEL_PACKAGES = ("libgomp1-arm64-cross",)
 
 
 def default_workflow_path() -> Path:
@@ -29,6 +31,7 @@ def render_workflow() -> str:
         publish_runner=PUBLISH_RUNNER,
         python_version=PYTHON_VERSION,
         test_packages=apt_packages_for(TESTS_HOST),
+        wheel_packages=WHEEL_PACKAGES,
     )
 
 

