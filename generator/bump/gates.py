@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING
 
 from generator.errors import BindgenError
 from generator.ir.interface import Interface
-from generator.native.build import BuildResult, build_native
+from generator.native.build import BuildResult, build_native, driverless_library_dirs
+from generator.smoke.devices import driver_missing_reason
 from generator.sources.tree import Tree
 from generator.verify.layout_check import cffi_values, compare, ir_values
 from generator.verify.layout_probe import ProbeError, probe_runner, run_probe
@@ -117,6 +118,17 @@ print(int(libs.llama.llama_context_default_params().n_ctx))
 """
 
 
+def _loading_env(run: PlatformRun) -> dict[str, str]:
+    """The environment the loader check runs in: the bindings on the path and, for a GPU build
+    whose driver this machine lacks (CUDA here), what loading it needs (loading checks the ABI,
+    it runs nothing on a device)."""
+    env = {**os.environ, "PYTHONPATH": str(run.package_parent)}
+    if driver_missing_reason(run.backend) is not None:
+        extra = [str(folder) for folder in driverless_library_dirs(run.backend)]
+        env["LD_LIBRARY_PATH"] = os.pathsep.join([*extra, env.get("LD_LIBRARY_PATH", "")])
+    return env
+
+
 def layout_gate(run: PlatformRun, host_platform: str) -> GateOutcome:
     """Probe (real compiler) == clang IR for the platform's triple; on the host also == cffi, and
     the generated loader's ABI guard accepts the built libraries."""
@@ -145,7 +157,7 @@ def layout_gate(run: PlatformRun, host_platform: str) -> GateOutcome:
         proc = subprocess.run(
             [sys.executable, "-c", textwrap.dedent(_GUARD_CHECK), str(run.build.lib_dir)],
             cwd=run.package_parent,
-            env={**os.environ, "PYTHONPATH": str(run.package_parent)},
+            env=_loading_env(run),
             capture_output=True, text=True, check=False, timeout=600,
         )  # fmt: skip
         lines.append(f"ABI guard load: exit {proc.returncode}\n{proc.stdout}{proc.stderr}")

@@ -56,6 +56,7 @@ from generator.platforms import (
     split_key,
 )
 from generator.releases import load_document, load_releases
+from generator.smoke.devices import driver_missing_reason
 from generator.sources.fetch import FetchResult, fetch_tree
 from generator.sources.licenses import llama_license
 from generator.sources.tag_sources import load_tag_sources
@@ -111,10 +112,12 @@ def _buildable(requested: tuple[str, ...]) -> tuple[list[str], dict[str, str]]:
             continue
         try:
             execution_here(plat)
+            no_device = None if requested else driver_missing_reason(backend)
         except CannotRunError as exc:
-            if not requested:
-                skipped[name] = f"its smoke gate cannot run here ({exc})"
-                continue
+            no_device = None if requested else str(exc)
+        if no_device is not None:
+            skipped[name] = f"its smoke gate cannot run here ({no_device})"
+            continue
         chosen.append(name)
     chosen.sort(key=lambda n: (n != host, n))  # the host's CPU build first: the strictest gates
     return chosen, skipped

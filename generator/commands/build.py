@@ -31,6 +31,13 @@ def register(subparsers: Any) -> None:
         choices=list(BUILT_BACKENDS),
         help="compute backend: cpu, or vulkan for linux-x86_64 (CUDA, Metal: see the README)",
     )
+    parser.add_argument(
+        "--cuda-arch",
+        default=None,
+        metavar="ARCHS",
+        help="CUDA architectures for --backend cuda, comma-separated (89, 90a, 86-real); "
+        "default: llama.cpp's own list",
+    )
     parser.add_argument("--jobs", "-j", type=int, default=2, help="parallel compile jobs (2)")
     parser.add_argument("--force", action="store_true", help="rebuild even when up to date")
     parser.set_defaults(func=run)
@@ -44,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
         jobs=args.jobs,
         force=args.force,
         backend=args.backend,
+        cuda_arch=args.cuda_arch,
     )
     print(f"platform: {result.platform.name}")
     print(f"backend: {result.info.get('backend', 'cpu')}")

@@ -33,7 +33,7 @@ from generator.emit import API_MODULE
 from generator.errors import UsageError
 from generator.hashing import file_sha256
 from generator.ir import Interface
-from generator.native import api_module
+from generator.native import api_module, cuda_pypi
 from generator.native.build_info import (
     BUILD_INFO_FORMAT,
     BUILD_INFO_NAME,
@@ -50,6 +50,7 @@ from generator.native.cmake_driver import (
     progress,
     run_step,
 )
+from generator.native.cuda_pypi import CudaResolution
 from generator.native.host import host_toolchain
 from generator.native.nextn_archs import single_nextn_architectures
 from generator.paths import default_cache_dir, wrapper_dir
@@ -123,6 +124,8 @@ def backend_missing_tools(backend: str) -> str:
 # Where CUDA toolkits and Debian's/Ubuntu's CUDA libraries are installed.
 CUDA_ROOTS: tuple[Path, ...] = (Path("/usr/local/cuda"),)
 SYSTEM_LIBRARY_DIRS: list[Path] = [Path("/usr/lib/x86_64-linux-gnu")]
+# --cuda-arch: CMake's CUDA architectures ("89", "90a", "86-real"), comma-separated.
+_CUDA_ARCH = re.compile(r"^[1-9][0-9]{1,2}[af]?(-real|-virtual)?$")
 
 
 def _cuda_missing() -> str:
@@ -132,28 +135,21 @@ def _cuda_missing() -> str:
             "a CUDA build needs nvcc (NVIDIA's CUDA toolkit; Debian and Ubuntu package it as "
             "nvidia-cuda-toolkit): none on PATH or in /usr/local/cuda/bin"
         )
-    if not cuda_library_found(compiler, "cublas"):
-        return (
-            f"a CUDA build needs cuBLAS (ggml-cuda links it), and the toolkit of {compiler} has "
-            "no libcublas: install the full CUDA toolkit"
-        )
-    if not cuda_library_found(compiler, "cuda"):
-        return (
-            "a CUDA build links NVIDIA's driver library (libcuda, for ggml's virtual-memory "
-            "pool): neither the driver nor the toolkit's stub (lib/stubs/libcuda.so) is there "
-            f"for {compiler}"
-        )
-    return ""
+    return cuda_resolution(compiler).why_not
 
 
-def cuda_library_found(compiler: Path, name: str) -> bool:
-    """Whether ``lib<name>.so`` is where CMake's CUDAToolkit looks: beside nvcc's toolkit, or in
-    the system's library folder (Debian's and Ubuntu's packages)."""
-    roots = (compiler.resolve().parent.parent, *CUDA_ROOTS)
-    subs = ("lib64", "targets/x86_64-linux/lib", "lib")
-    folders = [r / sub / leaf for r in roots for sub in subs for leaf in ("", "stubs")]
-    folders += SYSTEM_LIBRARY_DIRS
-    return any(any(folder.glob(f"lib{name}.so*")) for folder in folders if folder.is_dir())
+def cuda_resolution(compiler: Path) -> CudaResolution:
+    """What the toolkit of ``compiler`` (and the system) has, and what a build takes from
+    PyPI or compiles instead (:mod:`generator.native.cuda_pypi`)."""
+    return cuda_pypi.resolve(compiler, SYSTEM_LIBRARY_DIRS, CUDA_ROOTS)
+
+
+def driverless_library_dirs(backend: str) -> list[Path]:
+    """Folders a ``backend`` build needs on the library path to be loaded (never run) on a machine
+    without its driver: for CUDA, the toolkit's runtime, PyPI's cuBLAS and the link stub
+    (:func:`cuda_pypi.link_library_dirs`); nothing for the others."""
+    compiler = cuda_compiler() if backend == "cuda" else None
+    return [] if compiler is None else cuda_pypi.link_library_dirs(cuda_resolution(compiler))
 
 
 def cuda_compiler() -> Path | None:
@@ -165,9 +161,45 @@ def cuda_compiler() -> Path | None:
     return default if default.is_file() else None
 
 
-def backend_cmake_options(plat: Platform, backend: str) -> dict[str, str]:
+def cuda_architectures(text: str | None, backend: str) -> str | None:
+    """``--cuda-arch`` as CMake's list (``89,90a`` -> ``89;90a``); None: llama.cpp's own list."""
+    if text is None:
+        return None
+    if backend != "cuda":
+        raise UsageError(f"--cuda-arch is for --backend cuda, not {backend}")
+    archs = [a.strip() for a in text.split(",")]
+    bad = [a for a in archs if not _CUDA_ARCH.match(a)]
+    if bad or not archs:
+        raise UsageError(
+            f"--cuda-arch {text!r}: expected CUDA architectures such as 89, 90a or 86-real "
+            "(comma-separated); leave it out for llama.cpp's own list"
+        )
+    return ";".join(archs)
+
+
+def _cuda_options(cuda_arch: str | None) -> dict[str, str]:
+    compiler = cuda_compiler()
+    options = {"GGML_CUDA": "ON"}
+    if cuda_arch is not None:
+        options["CMAKE_CUDA_ARCHITECTURES"] = cuda_arch
+    if compiler is None:
+        return options
+    options["CMAKE_CUDA_COMPILER"] = str(compiler)
+    resolution = cuda_resolution(compiler)
+    # a toolkit that cannot build (resolution.why_not) was refused by _plan before this
+    if not resolution.why_not and (resolution.wheels or resolution.stub):
+        progress(f"cuda: {resolution.describe()}")
+        options |= cuda_pypi.cmake_options(resolution)
+    return options
+
+
+def backend_cmake_options(
+    plat: Platform, backend: str, cuda_arch: str | None = None
+) -> dict[str, str]:
     """The CMake options of a backend's build (the CPU backend is always built). On macOS ggml
-    turns Metal on by default: a CPU build turns it off, so that it is what it says."""
+    turns Metal on by default: a CPU build turns it off, so that it is what it says. CUDA:
+    ``cuda_arch`` (CMake's list) or llama.cpp's own architectures, and what the toolkit lacks
+    from PyPI (:func:`_cuda_options`)."""
     options: dict[str, str] = {}
     if plat.system == "Darwin":
         options["GGML_METAL"] = "ON" if backend == "metal" else "OFF"
@@ -178,10 +210,7 @@ def backend_cmake_options(plat: Platform, backend: str) -> dict[str, str]:
 
         options |= {"GGML_VULKAN": "ON", "Vulkan_INCLUDE_DIR": str(vulkan_include_dir())}
     if backend == "cuda":
-        compiler = cuda_compiler()
-        options["GGML_CUDA"] = "ON"
-        if compiler is not None:
-            options["CMAKE_CUDA_COMPILER"] = str(compiler)
+        options |= _cuda_options(cuda_arch)
     return options
 
 
@@ -189,12 +218,17 @@ def default_out_dir(tree: Tree) -> Path:
     return default_cache_dir() / "native" / tree.cache_key
 
 
-def build_dir_for(tree: Tree, plat: Platform, backend: str = "cpu") -> Path:
+def build_dir_for(
+    tree: Tree, plat: Platform, backend: str = "cpu", cuda_arch: str | None = None
+) -> Path:
     """One build folder per platform, backend, commit, tree location and wrapper source folder:
     two copies of one commit (say a patched copy in a test), or two checkouts of this project
     building one tree, must not share a CMake cache (CMake refuses a cache made from another
-    source folder)."""
+    source folder). A CUDA build for chosen architectures has its own (CMake would keep a
+    chosen list in its cache where llama.cpp's default is wanted)."""
     sources = f"{tree.root}\0{wrapper_dir()}"
+    if cuda_arch is not None:
+        sources += f"\0cuda-arch={cuda_arch}"
     where = hashlib.sha256(sources.encode()).hexdigest()[:8]
     name = f"{gate_key(plat.name, backend)}-{tree.cache_key}-{where}"
     return default_cache_dir() / "build" / name
@@ -373,6 +407,7 @@ class _Plan:
     api_reason: str | None
     api_sha: str
     backend: str = "cpu"
+    cuda_arch: str | None = None  # CMake's CUDA architectures; None: llama.cpp's own list
 
     @property
     def label(self) -> str:
@@ -395,11 +430,13 @@ def _plan(
     jobs: int,
     interface: Interface | None,
     backend: str = "cpu",
+    cuda_arch: str | None = None,
 ) -> _Plan:
     if jobs < 1:
         raise UsageError(f"--jobs must be at least 1, got {jobs}")
     plat = get_platform(platform_name)
     check_backend_buildable(plat, backend)
+    cuda_arch = cuda_architectures(cuda_arch, backend)
     why = backend_missing_tools(backend)
     if why:
         raise UsageError(f"{gate_key(plat.name, backend)}: {why}")
@@ -420,7 +457,7 @@ def _plan(
         # absolute: the gates run programs from other folders against these libraries
         platform_dir=(out if out is not None else default_out_dir(tree)).resolve()
         / gate_key(plat.name, backend),
-        bdir=build_dir_for(tree, plat, backend),
+        bdir=build_dir_for(tree, plat, backend, cuda_arch),
         jobs=jobs,
         api=api,
         abi_source=abi_source,
@@ -429,15 +466,20 @@ def _plan(
         api_reason=api_reason,
         api_sha=api_module.source_sha256(api) if api_reason is None else api_reason,
         backend=backend,
+        cuda_arch=cuda_arch,
     )
 
 
 def _reuse(plan: _Plan) -> BuildResult | None:
     """The existing build when its libraries are current (adding a missing or stale API-mode
-    module); None when CMake has to run."""
+    module); None when CMake has to run. A CUDA build asked for chosen architectures reuses only
+    a build for those; asked for none, it reuses the existing build whatever its architectures
+    (build-info.json's ``cmake_options`` say which)."""
     existing = read_build_info(plan.platform_dir / BUILD_INFO_NAME)
+    built_arch = (existing or {}).get("cmake_options", {}).get("CMAKE_CUDA_ARCHITECTURES")
     if (
         existing is None
+        or (plan.cuda_arch is not None and built_arch != plan.cuda_arch)
         or existing.get("format") != BUILD_INFO_FORMAT
         or existing.get("platform") != plan.plat.name
         or existing.get("backend", "cpu") != plan.backend
@@ -475,7 +517,7 @@ def _configure_command(plan: _Plan) -> _Configure:
     options["LLAMA_MTP_LLAMA_COMMIT"] = tree.commit or "unknown"
     options["LLAMA_MTP_LLAMA_TAG"] = tree.tag or "unknown tag"
     options["LLAMA_MTP_SINGLE_NEXTN_ARCHS"] = ",".join(single_nextn_architectures(tree.root))
-    options.update(backend_cmake_options(plan.plat, plan.backend))
+    options.update(backend_cmake_options(plan.plat, plan.backend, plan.cuda_arch))
     abi_path = bdir / "abi" / ABI_SOURCE
     abi_path.parent.mkdir(parents=True, exist_ok=True)
     abi_path.write_text(plan.abi_source, encoding="utf-8")
@@ -639,11 +681,13 @@ def build_native(
     force: bool = False,
     interface: Interface | None = None,
     backend: str = "cpu",
+    cuda_arch: str | None = None,
 ) -> BuildResult:
     """Build (or reuse) the native libraries of ``tree`` (a Tree, or a fetched tree's folder)
     for ``platform_name``. ``interface``: the tree's parse when the caller has one (a bump
-    parses once), instead of parsing the headers again."""
-    plan = _plan(tree, platform_name, out, jobs, interface, backend)
+    parses once), instead of parsing the headers again. ``cuda_arch``: ``--cuda-arch``'s text
+    (CUDA architectures, comma-separated), for a CUDA build only."""
+    plan = _plan(tree, platform_name, out, jobs, interface, backend, cuda_arch)
     reused = None if force else _reuse(plan)
     if reused is not None:
         return reused

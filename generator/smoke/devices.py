@@ -15,6 +15,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from generator.native.cuda_pypi import STUB_MARKER
+
 ALL_LAYERS = 999  # n_gpu_layers: more than any test model has, so every layer is offloaded
 LAVAPIPE_ICD = Path("/usr/share/vulkan/icd.d/lvp_icd.x86_64.json")
 # ggml's device names: Vulkan0, CUDA0, MTL0
@@ -41,12 +43,29 @@ def device_environment(backend: str) -> tuple[dict[str, str], str]:
 
 def driver_missing_reason(backend: str) -> str | None:
     """Why the backend's libraries cannot even load here (None: nothing known to be missing).
-    A CUDA build links NVIDIA's driver library, which only a machine with its GPU driver has."""
-    if backend == "cuda" and ctypes.util.find_library("cuda") is None:
-        return "no NVIDIA driver (libcuda) on this machine: the CUDA smoke needs an NVIDIA GPU"
+    A CUDA build links NVIDIA's driver library, which only a machine with its GPU driver has;
+    the link-time stub a build here compiles (``native.cuda_pypi``) is not that driver."""
+    if backend == "cuda":
+        return _cuda_driver_missing()
     chosen_icd = os.environ.get("VK_ICD_FILENAMES")
     if backend == "vulkan" and not chosen_icd and not LAVAPIPE_ICD.is_file():
         return f"no Vulkan driver: Mesa's lavapipe ({LAVAPIPE_ICD}, mesa-vulkan-drivers) is missing"
+    return None
+
+
+def _cuda_driver_missing() -> str | None:
+    found = ctypes.util.find_library("cuda")
+    if found is None:
+        return "no NVIDIA driver (libcuda) on this machine: the CUDA smoke needs an NVIDIA GPU"
+    try:
+        library = ctypes.CDLL(found)
+    except OSError as exc:
+        return f"NVIDIA's driver library {found} does not load here ({exc})"
+    if hasattr(library, STUB_MARKER):
+        return (
+            f"the libcuda found ({found}) is llama-bindgen's link-time stub, not NVIDIA's "
+            "driver: the CUDA smoke needs an NVIDIA GPU and its driver"
+        )
     return None
 
 

@@ -62,6 +62,8 @@ def test_diff_writes_only_what_is_asked(tmp_path: Path) -> None:
 BAD_INPUTS: list[tuple[tuple[str, ...], str]] = [
     (("build", "--tree", "/nonexistent", "--platform", "linux-x86_64"), "/nonexistent"),
     (("build", "--tree", "{tree}", "--platform", "linux-x86_64", "--jobs", "0"), "--jobs"),
+    (("build", "--tree", "{tree}", "--platform", "linux-x86_64", "--backend", "cuda",
+      "--cuda-arch", "sm_89"), "--cuda-arch 'sm_89': expected CUDA architectures"),
     (("bump", "nosuchtag", "--no-github", "--repo", "{checkout}"), "no provider to try"),
     (("bump", "b11312", "--repo", "{tmp}/nowhere"), "not a llama-bindgen checkout"),
     (("diff", "{tmp}/missing.json", str(PACKAGE)), "no such file or folder"),

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -43,8 +45,10 @@ def test_a_cuda_build_without_nvcc_is_refused_before_anything_runs(
 def test_a_cuda_toolkit_without_cublas_is_refused_with_that_reason(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """ggml-cuda links cuBLAS: a toolkit without it (as this machine's nvcc-only one) is refused
-    before configuring; with libcublas beside nvcc's toolkit it is accepted."""
+    """ggml-cuda links cuBLAS: a toolkit without it whose version PyPI's pinned cuBLAS does not
+    match (this fake one has no cuda.h, so no version) is refused before configuring; with
+    libcublas beside nvcc's toolkit it is accepted. (This machine's real toolkit, which has
+    cuda.h, takes cuBLAS from PyPI: tests/native/test_cuda_pypi.py.)"""
     nvcc = tmp_path / "cuda" / "bin" / "nvcc"
     nvcc.parent.mkdir(parents=True)
     nvcc.write_text("#!/bin/sh\n", encoding="utf-8")
@@ -168,6 +172,43 @@ def test_bump_leaves_out_the_gpu_builds_this_machine_cannot_make_and_says_why(
     chosen, skipped = pipeline._buildable(())
     assert "linux-x86_64-cuda" not in chosen and "needs nvcc" in skipped["linux-x86_64-cuda"]
     assert "macos-arm64-metal" not in chosen and skipped["macos-arm64-metal"]
+
+
+def test_bump_leaves_out_a_gpu_build_whose_driver_is_missing_unless_named(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A CUDA build can be made here (cuBLAS from PyPI), but its smoke cannot run without
+    NVIDIA's driver: a default bump leaves it out with that reason (it would record nothing);
+    named, it is built and its smoke is not-run."""
+    from generator.bump import pipeline
+    from generator.smoke import devices
+
+    monkeypatch.setattr(pipeline, "backend_missing_tools", lambda backend: "")
+    monkeypatch.setattr(devices, "_cuda_driver_missing", lambda: "no NVIDIA driver (test)")
+    monkeypatch.setattr(pipeline, "driver_missing_reason", devices.driver_missing_reason)
+    chosen, skipped = pipeline._buildable(())
+    assert "linux-x86_64-cuda" not in chosen
+    assert "no NVIDIA driver (test)" in skipped["linux-x86_64-cuda"]
+    chosen, _ = pipeline._buildable(("linux-x86_64-cuda",))
+    assert chosen == ["linux-x86_64-cuda"]
+
+
+def test_the_layout_gate_loads_a_driverless_cuda_build_with_its_link_folders(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Without NVIDIA's driver the loader check of a CUDA build gets the folders it was linked
+    against (toolkit runtime, PyPI's cuBLAS, the stub) on the library path; others get none."""
+    from generator.bump import gates
+
+    monkeypatch.setenv("LD_LIBRARY_PATH", "/already/there")
+    missing = {"cuda": "no driver"}
+    monkeypatch.setattr(gates, "driver_missing_reason", missing.get)
+    monkeypatch.setattr(gates, "driverless_library_dirs", lambda backend: [tmp_path / "cublas"])
+    run = gates.PlatformRun("linux-x86_64", cast(Any, None), cast(Any, None), tmp_path, tmp_path)
+    cuda = gates._loading_env(replace(run, backend="cuda"))
+    assert cuda["LD_LIBRARY_PATH"] == f"{tmp_path / 'cublas'}:/already/there"
+    assert cuda["PYTHONPATH"] == str(tmp_path)
+    assert gates._loading_env(run)["LD_LIBRARY_PATH"] == "/already/there"
 
 
 def test_a_gpu_smoke_without_its_device_is_not_run_with_the_reason() -> None:
