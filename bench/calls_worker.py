@@ -71,7 +71,7 @@ def _fill_items(batch: Any, tokens: list[int]) -> None:
 
 def _fill_slices(batch: Any, tokens: list[int]) -> None:
     """Our runtime's fill (cffi slice assignment for the flat arrays)."""
-    from llama_bindings.runtime import _fill_batch
+    from llama_bindings.runtime.decoding import _fill_batch
 
     _fill_batch(batch, tokens, 0)
 

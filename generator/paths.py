@@ -37,7 +37,7 @@ def templates_dir() -> Path:
 
 
 def shipped_dir() -> Path:
-    """Hand-written modules copied into the bindings package (``runtime.py``)."""
+    """Hand-written modules copied into the bindings package (``loader.py``, ``runtime/``)."""
     return package_dir() / "shipped"
 
 

@@ -253,7 +253,8 @@ def build_context(api: Interface) -> tuple[dict[str, Any], Cdef]:
     return context, cdef
 
 
-# Hand-written modules (generator/shipped/) copied into the package below the generated header.
+# Hand-written modules (generator/shipped/) copied into the package below the generated header,
+# by their paths there (``/``-separated; ``runtime/`` is a subpackage).
 SHIPPED = (
     "abi_guard.py",
     "errors.py",
@@ -262,7 +263,15 @@ SHIPPED = (
     "openai_format.py",
     "outputs.py",
     "params.py",
-    "runtime.py",
+    "runtime/__init__.py",
+    "runtime/context.py",
+    "runtime/decoding.py",
+    "runtime/generation.py",
+    "runtime/llama_log.py",
+    "runtime/model.py",
+    "runtime/results.py",
+    "runtime/sampling.py",
+    "runtime/speculative.py",
     "verified_files.py",
 )
 
@@ -296,7 +305,11 @@ def emit_package(api: Interface, out_dir: Path, *, llama_license: bytes | None) 
     staging.chmod(0o755)
     try:
         for name, text in sorted(rendered.items()):
-            (staging / name).write_text(text, encoding="utf-8", newline="\n")
+            path = staging / name
+            if not path.parent.is_dir():  # a subpackage's folder (runtime/)
+                path.parent.mkdir(parents=True)
+                path.parent.chmod(0o755)
+            path.write_text(text, encoding="utf-8", newline="\n")
         if llama_license is not None:
             (staging / LLAMA_LICENSE).write_bytes(llama_license)
         # keep prebuilt native libraries a user dropped into lib/

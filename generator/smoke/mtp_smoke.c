@@ -1,8 +1,9 @@
 /* MTP smoke test in C, for targets with no Python of their own (windows-x86_64 under wine).
  *
- * Runs the algorithm of llama-bindgen's Python runtime (runtime.py.j2: Context._generate_plain,
- * Context._generate_mtp, _fill_batch and _Run.emit) greedily on one model, once without and once
- * with MTP, so that its tokens equal those the runtime produces, and prints one JSON line.
+ * Runs the algorithm of llama-bindgen's Python runtime (generator/shipped/runtime/decoding.py:
+ * the plain and MTP decode loops and _fill_batch; generation.py: _Run.emit) greedily on one
+ * model, once without and once with MTP, so that its tokens equal those the runtime produces,
+ * and prints one JSON line.
  *
  * usage: mtp_smoke MODEL_PATH MAX_TOKENS N_CTX DRAFT_MAX N_THREADS EXPECT_UNSUPPORTED PROMPT
  *                  [STRATEGIES DRAFT_MODEL]

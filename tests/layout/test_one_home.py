@@ -76,10 +76,23 @@ def test_the_header_is_where_the_contract_is_written() -> None:
     assert {"LLAMA_MTP_STATUS_OK", "LLAMA_MTP_NGRAM_MAX", "LLAMA_MTP_DRAFT_MAX"} <= set(values)
 
 
-@pytest.mark.parametrize("module", sorted(p.name for p in shipped_dir().glob("*.py")))
+SHIPPED_MODULES = sorted(
+    p.relative_to(shipped_dir()).as_posix() for p in shipped_dir().rglob("*.py")
+)
+
+
+@pytest.mark.parametrize("module", SHIPPED_MODULES)
 def test_shipped_modules_write_no_strategy_or_status_of_their_own(module: str) -> None:
     _, names = _header_facts()
     assert _python_violations(shipped_dir() / module, names) == []
+
+
+def test_every_shipped_module_is_shipped() -> None:
+    """The subpackage's modules (runtime/) are found here, and emit copies each of them."""
+    from generator.emit import SHIPPED
+
+    assert "runtime/context.py" in SHIPPED_MODULES
+    assert sorted(SHIPPED) == SHIPPED_MODULES
 
 
 def test_the_python_checks_catch_what_they_look_for(tmp_path: Path) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib
 import math
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +15,8 @@ import pytest
 
 from generator.errors import BindgenError
 from generator.native.build import BuildResult, build_native
-from tests.repo import REPO_ROOT
-
-BINDINGS_PARENT = REPO_ROOT / "generated"
+from tests.runtime.conftest import BINDINGS_PARENT as BINDINGS_PARENT
+from tests.runtime.conftest import committed_runtime
 
 
 def build_or_fail(tree: Path, platform: str) -> BuildResult:
@@ -35,12 +33,8 @@ def host_build(tree_b11312: Path) -> BuildResult:
 
 @pytest.fixture(scope="session")
 def runtime(host_build: BuildResult) -> Any:
-    """The generated ``llama_bindings.runtime`` module."""
-    if str(BINDINGS_PARENT) not in sys.path:
-        sys.path.insert(0, str(BINDINGS_PARENT))
-    module = importlib.import_module("llama_bindings.runtime")
-    assert Path(module.__file__).resolve().parent.parent == BINDINGS_PARENT.resolve()
-    return module
+    """The generated ``llama_bindings.runtime`` package, its libraries built."""
+    return committed_runtime()
 
 
 @pytest.fixture(scope="session")

@@ -86,15 +86,6 @@ def test_bad_context_options_are_refused_before_llama_cpp(
             runtime.Context(model, **options)
 
 
-def test_bad_rope_scaling_is_refused(runtime: Any) -> None:
-    with pytest.raises(ValueError, match="freq_base must be a finite number > 0"):
-        runtime.RopeScaling(freq_base=-1.0)
-    with pytest.raises(ValueError, match="yarn_beta_fast must be a finite number >= 0"):
-        runtime.RopeScaling(yarn_beta_fast=float("nan"))
-    with pytest.raises(ValueError, match="yarn_orig_ctx must be an int >= 0"):
-        runtime.RopeScaling(yarn_orig_ctx=-3)
-
-
 def test_rope_type_names_come_from_llama_h(
     runtime: Any, libs: Any, models: dict[str, Path]
 ) -> None:

@@ -21,9 +21,9 @@ def test_the_nextn_count_without_its_function_reads_the_gguf_key(
     for kind in ("agree", "plain"):
         with runtime.Model(models[kind], libs=libs) as model:
             with_function = model.n_nextn_layers
-            monkeypatch.setattr(runtime, "NEXTN_COUNT_FUNCTION", False)
+            monkeypatch.setattr(runtime.model, "NEXTN_COUNT_FUNCTION", False)
             counts[kind] = (with_function, model.n_nextn_layers)
-            monkeypatch.setattr(runtime, "NEXTN_COUNT_FUNCTION", True)
+            monkeypatch.setattr(runtime.model, "NEXTN_COUNT_FUNCTION", True)
             assert model.metadata_value("no.such.key") is None
     assert counts == {"agree": (1, 1), "plain": (0, 0)}
 
@@ -34,7 +34,7 @@ def test_load_mtp_is_left_alone_where_the_release_has_no_such_field(
     """Without the field the runtime does not set it (such releases load NextN layers always);
     here the field exists and stays false, so the wrapper's own check refuses draft-mtp: the
     runtime neither wrote a field it must not have nor passed the refusal over."""
-    monkeypatch.setattr(runtime, "LOAD_MTP_PARAM", False)
+    monkeypatch.setattr(runtime.model, "LOAD_MTP_PARAM", False)  # Model reads it
     with runtime.Model(models["agree"], load_mtp=True, libs=libs) as model:
         with pytest.raises(runtime.LlamaUnsupportedError, match="load_mtp = true"):
             runtime.Context(model, n_ctx=128, speculative=mtp_spec(runtime))

@@ -130,15 +130,6 @@ def test_plain_state_round_trip(runtime: Any, libs: Any, models: dict[str, Path]
             ctx.load_state(state, [3, 4, 5])
 
 
-def test_speculative_options_are_validated(runtime: Any) -> None:
-    with pytest.raises(ValueError, match="draft_token_max"):
-        mtp_spec(runtime, draft_token_max=0)  # upstream reads 0 as unlimited
-    with pytest.raises(ValueError, match="draft_token_min"):
-        mtp_spec(runtime, draft_token_max=2, draft_token_min=3)
-    with pytest.raises(ValueError, match="p_min"):
-        mtp_spec(runtime, p_min=1.5)
-
-
 def test_a_wrapper_missing_a_function_is_unsupported_not_a_cffi_error(
     host_build: BuildResult,
 ) -> None:
@@ -150,12 +141,12 @@ def test_a_wrapper_missing_a_function_is_unsupported_not_a_cffi_error(
     code = textwrap.dedent(
         """
         import sys, types
-        from llama_bindings import runtime
         from llama_bindings._ffi import ffi
+        from llama_bindings.runtime import LlamaUnsupportedError, speculative
         stand_in = ffi.dlopen(sys.argv[1])
         try:
-            runtime._mtp_wrapper(types.SimpleNamespace(llama_mtp=stand_in), "draft-mtp")
-        except runtime.LlamaUnsupportedError as exc:
+            speculative._mtp_wrapper(types.SimpleNamespace(llama_mtp=stand_in), "draft-mtp")
+        except LlamaUnsupportedError as exc:
             print("unsupported:", exc.reason)
         """
     )

@@ -152,34 +152,6 @@ def test_strategies_the_wrapper_never_runs_are_refused_by_it(
                 runtime.Context(model, n_ctx=128, speculative=spec)
 
 
-def test_mixes_are_checked_before_anything_native(runtime: Any, tmp_path: Path) -> None:
-    sd, unsupported = runtime.SpeculativeDecoding, runtime.LlamaUnsupportedError
-    with pytest.raises(unsupported, match="both need a draft context"):
-        sd(strategies=("draft-mtp", "draft-simple"))
-    with pytest.raises(ValueError, match="listed twice"):
-        sd(strategies=("ngram-mod", runtime.Strategy("ngram-mod", n_match=8)))
-    with pytest.raises(ValueError, match="needs a draft model"):
-        sd(strategies=("draft-simple",))
-    with pytest.raises(ValueError, match="either mode or strategies"):
-        sd("draft-mtp", strategies=("ngram-mod",))
-    with pytest.raises(ValueError, match="size_n"):
-        runtime.Strategy("ngram-simple", size_n=0)
-    with pytest.raises(ValueError, match="would never draft"):
-        runtime.Strategy("ngram-simple", size_n=8, size_m=4)
-    with pytest.raises(ValueError, match="mod_n_min"):
-        runtime.Strategy("ngram-mod", mod_n_min=70, mod_n_max=64)
-    with pytest.raises(ValueError, match="is for ngram-cache"):
-        runtime.Strategy("ngram-mod", cache_static=tmp_path)
-    with pytest.raises(FileNotFoundError):
-        runtime.Strategy("ngram-cache", cache_static=tmp_path / "missing.lookup")
-    with pytest.raises(ValueError):
-        sd(strategies=("no-such-strategy",))
-    assert sd(strategies=("ngram-mod", "draft-mtp")).kinds == (
-        runtime.SpeculativeMode.NGRAM_MOD,
-        runtime.SpeculativeMode.DRAFT_MTP,
-    )
-
-
 def test_generated_strategies_are_the_librarys(runtime: Any, libs: Any) -> None:
     """The bindings' strategy table is generated from llama_mtp.h; the built library answers the
     same names, the same draft-context rule and the same bounds."""

@@ -1,0 +1,710 @@
+"""A llama.cpp context on a model: :class:`Context` (its options, state, embeddings and the
+generation entry points; the decode loops are in :mod:`.decoding`)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Generator, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Final, Unpack, cast
+
+from .. import constants
+from .._about import MTP_API
+from .._ffi import SYMBOL_ERRORS
+from ..constants import LLAMA_DEFAULT_SEED, MTP_STRATEGY_TYPES, SpeculativeMode
+from ..errors import LlamaLoadError, LlamaRuntimeError, LlamaUnsupportedError
+from ..lifetimes import NativeObject
+from ..outputs import TokenLogprob, check_top, normalized, token_logprob
+from ..params import (
+    FLASH_ATTN_CHOICES,
+    RopeScaling,
+    apply_rope,
+    check_count,
+    check_flag,
+    choose,
+    enum_name,
+    ggml_type,
+    requested_settings,
+    set_field,
+)
+from .llama_log import _LLAMA_LOG
+from .model import Model
+from .results import (
+    Cancellation,
+    ChatMessages,
+    ChatOptions,
+    GenerateOptions,
+    GenerationResult,
+    Stream,
+)
+from .sampling import Sampling
+from .speculative import (
+    SpeculativeDecoding,
+    Strategy,
+    _mtp_wrapper,
+    _MtpWrapper,
+    _refused_statuses,
+)
+
+if TYPE_CHECKING:
+    from ..api import LlamaLibrary
+    from .generation import _Plan, _Run
+
+# the runtime's logger (llama_bindings.runtime): each generation's metrics, at INFO
+LOGGER: Final = logging.getLogger(__name__.rpartition(".")[0])
+
+
+class Context:
+    """A llama.cpp context on ``model`` for one sequence at a time.
+
+    ``speculative``: :class:`SpeculativeDecoding` (default: none). With draft-mtp the model must
+    have NextN layers and be loaded with ``load_mtp=True``, the libraries must include the
+    ``llama_mtp`` wrapper, and ``n_seq_max`` must be 1.
+
+    llama.cpp's parameters (None keeps llama.cpp's own default; :attr:`settings` shows the
+    values the context has). Four defaults are this runtime's, not llama.cpp's: ``n_ctx`` 2048
+    (llama.cpp: 512; 0: the model's training context), ``n_batch`` 512 (llama.cpp: 2048; the
+    logical batch), ``n_ubatch`` = ``n_batch`` (the physical batch), ``n_threads`` (generation)
+    and ``n_threads_batch`` (prompts and drafts; default: ``n_threads``) the CPU count, at most 4
+    (llama.cpp: 4, more threads than cores on a smaller machine). ``flash_attn`` (``"auto"``,
+    ``"on"``, ``"off"``), ``type_k``/``type_v`` (KV
+    cache element types by ggml name: ``"f16"``, ``"q8_0"``, ``"q4_0"``, ...; a quantised V
+    cache needs flash attention), ``swa_full`` (a full-size cache for sliding-window attention
+    layers), ``offload_kqv`` (the KV cache and its attention on the GPU), ``op_offload`` (host
+    tensor operations offloaded), ``rope`` (:class:`RopeScaling` overrides). A context llama.cpp
+    cannot create raises :class:`LlamaLoadError` with llama.cpp's error lines.
+
+    Closing the context (or its model) frees it; every method and property then raises
+    :class:`LlamaClosedError`, and an open :class:`Stream` of it raises at its next step.
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        *,
+        n_ctx: int = 2048,
+        n_batch: int = 512,
+        n_ubatch: int | None = None,
+        n_threads: int | None = None,
+        n_threads_batch: int | None = None,
+        n_seq_max: int = 1,
+        flash_attn: str | None = None,
+        type_k: str | None = None,
+        type_v: str | None = None,
+        swa_full: bool | None = None,
+        offload_kqv: bool | None = None,
+        op_offload: bool | None = None,
+        rope: RopeScaling | None = None,
+        embeddings: bool = False,
+        pooling: str | None = None,
+        speculative: SpeculativeDecoding | None = None,
+    ) -> None:
+        self.model = model
+        self.speculative = speculative if speculative is not None else SpeculativeDecoding()
+        self.ffi: Any = model.ffi
+        self.llama: LlamaLibrary = model.llama
+        self._mtp_lib: _MtpWrapper | None = None
+        self._history: list[int] = []
+        self._cancel: Cancellation | None = None
+        self._busy = False
+        self._embeddings = embeddings
+        check_flag(embeddings, "embeddings")
+        if pooling is not None and not embeddings:
+            raise ValueError("pooling= is for embeddings: pass embeddings=True with it")
+        if embeddings and self.speculative.enabled:
+            raise LlamaUnsupportedError("an embeddings context does not generate: no speculative=")
+        check_count(n_ctx, "n_ctx", 0)
+        check_count(n_batch, "n_batch", 1)
+        check_count(n_ubatch, "n_ubatch", 1)
+        check_count(n_threads, "n_threads", 1)
+        check_count(n_threads_batch, "n_threads_batch", 1)
+        check_count(n_seq_max, "n_seq_max", 1)
+        flags = {"swa_full": swa_full, "offload_kqv": offload_kqv, "op_offload": op_offload}
+        for name, flag in flags.items():
+            check_flag(flag, name)
+        if rope is not None and not isinstance(rope, RopeScaling):
+            raise TypeError(f"rope must be a RopeScaling, not {type(rope).__name__}")
+        if self.speculative.enabled:
+            self._mtp_lib = self._check_mtp_supported(model, n_seq_max)
+        params = self.llama.llama_context_default_params()
+        params.n_ctx, params.n_batch, params.n_seq_max = n_ctx, n_batch, n_seq_max
+        params.n_ubatch = n_ubatch if n_ubatch is not None else n_batch
+        threads = n_threads if n_threads is not None else max(1, min(4, os.cpu_count() or 1))
+        params.n_threads = threads
+        params.n_threads_batch = n_threads_batch if n_threads_batch is not None else threads
+        self._set_options(params, flash_attn, {"type_k": type_k, "type_v": type_v}, flags)
+        if rope is not None:
+            apply_rope(self.ffi, params, rope)
+        if embeddings:
+            params.embeddings = True
+        if pooling is not None:
+            params.pooling_type = choose(
+                self.ffi, "llama_pooling_type", "LLAMA_POOLING_TYPE_", "pooling", pooling
+            )
+        if MTP_API and self._mtp_lib is not None:
+            # rollback snapshots for recurrent layers, and room to verify a whole draft
+            params.n_rs_seq = self.speculative.draft_token_max
+        self._requested = requested_settings(self.ffi, params)
+        self._native = self._create(model, params)
+        self._finalizer = self._native.finalize_with(self)
+        # C keeps this pointer while it is registered, so it lives as long as the context (peers'
+        # failure: a collected callback called from C). It is registered only while a generation
+        # with a Cancellation runs: llama.cpp calls it many times per token, which costs time.
+        self._abort_callback: Any = self.ffi.callback("bool(void *)", self._should_abort)
+        self._mtp_native: NativeObject | None = None
+        if self._mtp_lib is not None:
+            try:
+                self._create_mtp(self._mtp_lib)
+            except BaseException:
+                self.close()
+                raise
+
+    def _set_options(
+        self,
+        params: Any,
+        flash_attn: str | None,
+        kv_types: dict[str, str | None],
+        flags: dict[str, bool | None],
+    ) -> None:
+        struct, ffi = "llama_context_params", self.ffi
+        if flash_attn is not None:
+            if not isinstance(flash_attn, str) or flash_attn not in FLASH_ATTN_CHOICES:
+                names = ", ".join(FLASH_ATTN_CHOICES)
+                raise ValueError(f"flash_attn must be one of {names}; not {flash_attn!r}")
+            value = choose(
+                ffi, "llama_flash_attn_type", "LLAMA_FLASH_ATTN_TYPE_", "flash_attn",
+                FLASH_ATTN_CHOICES[flash_attn],
+            )  # fmt: skip
+            set_field(ffi, params, struct, "flash_attn_type", value, "flash_attn")
+        for name, kv_type in kv_types.items():
+            if kv_type is not None:
+                set_field(ffi, params, struct, name, ggml_type(ffi, name, kv_type), name)
+        for name, flag in flags.items():
+            if flag is not None:
+                set_field(ffi, params, struct, name, flag, name)
+
+    def _create(self, model: Model, params: Any) -> NativeObject:
+        """The llama.cpp context, registered to close before the model (and the draft model)."""
+        draft = self.speculative.draft_model
+        with _LLAMA_LOG.capturing() as errors:
+            ctx = self.llama.llama_init_from_model(model.handle, params)
+        if ctx == self.ffi.NULL:
+            raise LlamaLoadError("llama.cpp could not create the context", "; ".join(errors))
+        native = NativeObject("context", ctx, self.llama.llama_free, self.ffi.NULL)
+        native.depends_on(model.native)
+        if draft is not None:
+            native.depends_on(draft.native)
+        return native
+
+    @property
+    def settings(self) -> dict[str, object]:
+        """The llama.cpp parameters of this context: the counts as llama.cpp reports them (after
+        its own adjustments, such as n_ctx rounded up), the rest as requested, llama.cpp's
+        defaults included (``flash_attn_type`` ``auto`` is resolved by llama.cpp at creation:
+        its log says how)."""
+        handle, llama = self.handle, self.llama
+        found: dict[str, object] = {
+            "n_ctx": int(llama.llama_n_ctx(handle)),
+            "n_batch": int(llama.llama_n_batch(handle)),
+            "n_ubatch": int(llama.llama_n_ubatch(handle)),
+            "n_seq_max": int(llama.llama_n_seq_max(handle)),
+            "n_threads": int(llama.llama_n_threads(handle)),
+            "n_threads_batch": int(llama.llama_n_threads_batch(handle)),
+        }
+        return {**self._requested, **found}
+
+    def _check_mtp_supported(self, model: Model, n_seq_max: int) -> _MtpWrapper:
+        kinds = self.speculative.kinds
+        what = ", ".join(k.value for k in kinds)
+        wrapper = _mtp_wrapper(model.libs, what, kinds != (SpeculativeMode.DRAFT_MTP,))
+        if n_seq_max != 1:
+            raise LlamaUnsupportedError(
+                f"speculative mode {what} supports one sequence, n_seq_max is {n_seq_max}"
+            )
+        if SpeculativeMode.DRAFT_MTP not in kinds:
+            return wrapper
+        if model.n_nextn_layers <= 0:
+            raise LlamaUnsupportedError(
+                "the model has no NextN (MTP) layers: speculative mode draft-mtp needs a model "
+                "with an MTP head"
+            )
+        if not model.load_mtp:
+            raise LlamaUnsupportedError(
+                "the model was loaded without its MTP layers: load it with Model(..., "
+                "load_mtp=True) for speculative mode draft-mtp"
+            )
+        return wrapper
+
+    def _create_mtp(self, wrapper: _MtpWrapper) -> None:
+        params = self.ffi.new("struct llama_mtp_params *")
+        params.struct_size = self.ffi.sizeof("struct llama_mtp_params")
+        self._mtp_check(wrapper, wrapper.llama_mtp_default_params(params), "default_params")
+        params.n_max = self.speculative.draft_token_max
+        params.n_min = self.speculative.draft_token_min
+        params.p_min = self.speculative.p_min
+        if self.speculative.backend_sampling is not None:  # else the release's own default
+            params.backend_sampling = 1 if self.speculative.backend_sampling else 0
+        params.n_seq = 1
+        keep: list[Any] = []  # cdata the call reads (strategy array, file names)
+        if self.speculative.kinds != (SpeculativeMode.DRAFT_MTP,):
+            strategies = cast(tuple[Strategy, ...], self.speculative.strategies)
+            array = self.ffi.new("struct llama_mtp_strategy[]", len(strategies))
+            for i, strategy in enumerate(strategies):
+                self._fill_strategy(wrapper, array + i, strategy, keep)
+            keep.append(array)
+            params.strategies = array
+            params.n_strategies = len(strategies)
+            draft = self.speculative.draft_model
+            if draft is not None:
+                params.draft_model = draft.handle
+            params.draft_n_ctx = self.speculative.draft_n_ctx
+        out = self.ffi.new("struct llama_mtp **")
+        status = wrapper.llama_mtp_create(self.handle, params, out)
+        if status in _refused_statuses():
+            raise LlamaUnsupportedError(self._mtp_error(wrapper))
+        self._mtp_check(wrapper, status, "create")
+        self._mtp_native = NativeObject(
+            "speculative sidecar", out[0], wrapper.llama_mtp_free, self.ffi.NULL
+        )
+        self._mtp_native.depends_on(self._native)  # freed before the context it drafts for
+
+    def _fill_strategy(
+        self, wrapper: _MtpWrapper, item: Any, strategy: Strategy, keep: list[Any]
+    ) -> None:
+        item.struct_size = self.ffi.sizeof("struct llama_mtp_strategy")
+        status = wrapper.llama_mtp_default_strategy(MTP_STRATEGY_TYPES[strategy.kind], item)
+        self._mtp_check(wrapper, status, "default_strategy")
+        for name in ("size_n", "size_m", "min_hits", "n_match", "mod_n_min", "mod_n_max"):
+            value = getattr(strategy, name)
+            if value is not None:
+                setattr(item, name, value)
+        for name in ("cache_static", "cache_dynamic"):
+            path = getattr(strategy, name)
+            if path is not None:
+                text = self.ffi.new("char[]", os.fsencode(path))
+                keep.append(text)
+                setattr(item, name, text)
+
+    def _mtp_error(self, wrapper: _MtpWrapper) -> str:
+        return str(self.ffi.string(wrapper.llama_mtp_last_error()).decode("utf-8", "replace"))
+
+    def _mtp_check(self, wrapper: _MtpWrapper, status: int, what: str) -> None:
+        if status != constants.LLAMA_MTP_STATUS_OK:
+            message = self._mtp_error(wrapper)
+            raise LlamaRuntimeError(f"llama_mtp_{what} failed ({status}): {message}")
+
+    def _should_abort(self, _data: Any) -> bool:
+        cancel = self._cancel
+        return cancel is not None and cancel.cancelled
+
+    @property
+    def handle(self) -> Any:
+        """The ``llama_context *``; :class:`LlamaClosedError` once the context is closed."""
+        return self._native.pointer
+
+    @property
+    def _mtp(self) -> Any:
+        """The wrapper's ``llama_mtp *`` (MTP contexts only)."""
+        if self._mtp_native is None:
+            raise LlamaRuntimeError("the context has no speculative sidecar")
+        return self._mtp_native.pointer
+
+    @property
+    def closed(self) -> bool:
+        return not self._native.alive
+
+    @property
+    def mtp_enabled(self) -> bool:
+        self.handle  # noqa: B018  (a closed context raises)
+        return self._mtp_lib is not None
+
+    @property
+    def n_ctx(self) -> int:
+        return int(self.llama.llama_n_ctx(self.handle))
+
+    def _unsupported_with_mtp(self, what: str) -> None:
+        if self.mtp_enabled:
+            raise LlamaUnsupportedError(
+                f"{what} is not supported with speculative decoding (the draft strategies' "
+                "state is not saved or reused with the target's)"
+            )
+
+    def save_state(self) -> bytes:
+        """The context's state (KV cache, recurrent state, outputs). Not with MTP."""
+        self._unsupported_with_mtp("saving the state")
+        size = int(self.llama.llama_state_get_size(self.handle))
+        buf = self.ffi.new("uint8_t[]", size)
+        written = int(self.llama.llama_state_get_data(self.handle, buf, size))
+        return bytes(self.ffi.buffer(buf, written))
+
+    def load_state(self, state: bytes, tokens: Sequence[int]) -> None:
+        """Restore a state saved with :meth:`save_state` that holds ``tokens``. Not with MTP."""
+        self._unsupported_with_mtp("loading a state")
+        buf = self.ffi.from_buffer(state)
+        if int(self.llama.llama_state_set_data(self.handle, buf, len(state))) != len(state):
+            raise LlamaRuntimeError("llama_state_set_data rejected the state")
+        self._history = list(tokens)
+
+    @property
+    def pooling(self) -> str:
+        """How :meth:`embed` pools token vectors: ``none`` (then :meth:`embed_tokens`), ``mean``,
+        ``cls``, ``last`` or ``rank`` (a reranker's scores): the ``pooling=`` given, else the
+        model's own (llama.cpp's ``llama_pooling_type``)."""
+        value = int(self.llama.llama_pooling_type(self.handle))
+        return enum_name(self.ffi, "llama_pooling_type", "LLAMA_POOLING_TYPE_", value)
+
+    def embed(self, text: str | Sequence[int], *, normalize: bool = False) -> list[float]:
+        """The pooled embedding of ``text`` (text or token ids), Euclidean-normalised when
+        ``normalize``. The context must have ``embeddings=True`` and a pooling other than none;
+        the input must fit one ``n_ubatch``."""
+        tokens = self._embedding_input(text)
+        if self.pooling == "none":
+            raise LlamaUnsupportedError(
+                "this context's pooling is none (one vector per token): use embed_tokens(), or "
+                "create the Context with pooling='mean' (or cls, last)"
+            )
+        self._encode_for_embeddings(tokens)
+        vector = self.llama.llama_get_embeddings_seq(self.handle, 0)
+        if vector == self.ffi.NULL:
+            raise LlamaRuntimeError("llama.cpp returned no pooled embedding")
+        if self.pooling == "rank":  # a reranker: its class scores
+            size = int(self.llama.llama_model_n_cls_out(self.model.handle))
+        else:
+            size = self._n_embd()
+        values = list(self.ffi.unpack(vector, size))
+        return normalized(values) if normalize else values
+
+    def embed_tokens(
+        self, text: str | Sequence[int], *, normalize: bool = False
+    ) -> list[list[float]]:
+        """One embedding per token of ``text`` (pooling none), each Euclidean-normalised when
+        ``normalize``."""
+        tokens = self._embedding_input(text)
+        if self.pooling != "none":
+            raise LlamaUnsupportedError(
+                f"this context pools token vectors ({self.pooling}): create the Context with "
+                "pooling='none' for one vector per token"
+            )
+        self._encode_for_embeddings(tokens)
+        size, found = self._n_embd(), []
+        for row in range(len(tokens)):
+            vector = self.llama.llama_get_embeddings_ith(self.handle, row)
+            if vector == self.ffi.NULL:
+                raise LlamaRuntimeError(f"llama.cpp returned no embedding for token {row}")
+            values = list(self.ffi.unpack(vector, size))
+            found.append(normalized(values) if normalize else values)
+        return found
+
+    def _n_embd(self) -> int:
+        try:
+            return int(self.llama.llama_model_n_embd_out(self.model.handle))
+        except SYMBOL_ERRORS:  # releases before llama_model_n_embd_out
+            return int(self.llama.llama_model_n_embd(self.model.handle))
+
+    def _embedding_input(self, text: str | Sequence[int]) -> list[int]:
+        if not self._embeddings:
+            raise LlamaUnsupportedError(
+                "this context was created without embeddings: create one with "
+                "Context(model, embeddings=True)"
+            )
+        tokens = self.model.tokenize(text) if isinstance(text, str) else [int(t) for t in text]
+        if not tokens:
+            raise ValueError("the input has no tokens")
+        n_ubatch = int(self.llama.llama_n_ubatch(self.handle))
+        if len(tokens) > n_ubatch:
+            raise ValueError(
+                f"the input ({len(tokens)} tokens) does not fit one batch of n_ubatch {n_ubatch}: "
+                "create the Context with a larger n_batch and n_ubatch"
+            )
+        return tokens
+
+    def _encode_for_embeddings(self, tokens: list[int]) -> None:
+        """Every token of ``tokens`` through the model, alone in sequence 0, outputs on."""
+        if self._busy:
+            raise LlamaRuntimeError("the context is generating already (a stream is open)")
+        self.llama.llama_memory_clear(self.llama.llama_get_memory(self.handle), True)
+        from .decoding import _fill_batch  # see _plan
+
+        batch = self.llama.llama_batch_init(len(tokens), 0, 1)
+        try:
+            _fill_batch(batch, tokens, 0, outputs="all")
+            with _LLAMA_LOG.capturing() as errors:
+                status = int(self.llama.llama_decode(self.handle, batch))
+            if status != 0:
+                raise LlamaRuntimeError(
+                    f"llama_decode failed ({status}) on the input: {'; '.join(errors)}"
+                )
+        finally:
+            self.llama.llama_batch_free(batch)
+
+    def generate(
+        self, prompt: str | Sequence[int], **options: Unpack[GenerateOptions]
+    ) -> GenerationResult:
+        """Generate up to ``max_tokens`` tokens after ``prompt`` (text or token ids).
+
+        ``on_token(token, piece)`` is called for every accepted token in order; ``piece`` is the
+        text that token releases: UTF-8 is decoded across tokens (a character split over tokens
+        comes whole, with the token that completes it) and text that could begin a ``stop``
+        sequence is held back until it cannot; text still held when the generation ends after its
+        last token comes in one more call with token :data:`TAIL_TOKEN`. Joined, the pieces are
+        ``result.text``. ``stop``: a stop sequence (text) or a sequence of them; anything else is
+        a ``TypeError``. ``sampling``: a :class:`Sampling`
+        (default: greedy); ``temperature``, ``top_k`` and ``seed`` are shorthands for its fields
+        (not with ``sampling``). ``sampler``: a caller's own ``llama_sampler`` chain instead, used
+        as it is (not reset, not freed; it must select a token, e.g. end with greedy or dist).
+        ``grammar``: a GBNF grammar (root rule ``root``). ``reuse_prefix``: keep
+        the part of the context that equals the start of this prompt instead of clearing it, not
+        with MTP. ``cancel``: a :class:`Cancellation`.
+        """
+        steps = self._steps(self._plan(prompt, options))
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                return cast(GenerationResult, done.value)
+
+    def generate_batch(
+        self, prompts: Sequence[str | Sequence[int]], **options: Unpack[GenerateOptions]
+    ) -> list[GenerationResult]:
+        """Generate after each of ``prompts`` (text or token ids) as independent sequences of
+        this context, together: after the prompts, each step decodes one batch holding the next
+        token of every sequence still going. Options as :meth:`generate`'s, for every sequence
+        (each gets its own sampler chain from the same :class:`Sampling`, so the same seed), but
+        not ``on_token``, ``sampler`` or ``reuse_prefix``. Needs ``n_seq_max`` >= the number of
+        prompts; not with speculative decoding (its wrapper drafts for one sequence)."""
+        if isinstance(prompts, str) or not prompts:
+            raise TypeError("prompts must be a non-empty sequence of prompts (text or token ids)")
+        refused = sorted({"on_token", "sampler", "reuse_prefix"} & set(options))
+        if refused:
+            raise TypeError(f"generate_batch does not take {', '.join(refused)}")
+        n_seq_max = int(self.llama.llama_n_seq_max(self.handle))
+        if len(prompts) > n_seq_max:
+            raise ValueError(
+                f"{len(prompts)} prompts need n_seq_max >= {len(prompts)}: this context has "
+                f"{n_seq_max} (Context(..., n_seq_max=N))"
+            )
+        if self.mtp_enabled and len(prompts) > 1:
+            raise LlamaUnsupportedError(
+                "speculative decoding supports one sequence: generate_batch with one prompt, "
+                "or a Context without speculative="
+            )
+        plans = [self._plan(prompt, options) for prompt in prompts]
+        room = self._n_ctx_seq()
+        for i, plan in enumerate(plans):
+            if len(plan.tokens) >= room:
+                raise ValueError(
+                    f"prompt {i} ({len(plan.tokens)} tokens) does not fit a sequence's "
+                    f"{room} cells (n_ctx {self.n_ctx} over n_seq_max {n_seq_max})"
+                )
+        from .decoding import generate_sequences  # see _plan
+
+        self._busy = True
+        try:
+            return generate_sequences(self, plans, room)
+        finally:
+            self._busy = False
+
+    def _n_ctx_seq(self) -> int:
+        try:
+            return int(self.llama.llama_n_ctx_seq(self.handle))
+        except SYMBOL_ERRORS:  # releases before llama_n_ctx_seq
+            return self.n_ctx // int(self.llama.llama_n_seq_max(self.handle))
+
+    def stream(self, prompt: str | Sequence[int], **options: Unpack[GenerateOptions]) -> Stream:
+        """:meth:`generate` as an iterator of text pieces (the same pieces ``on_token`` gets,
+        without the empty ones); the :class:`Stream`'s ``result`` is set at its end. Arguments
+        are checked here; the context generates as the stream is read."""
+        return Stream(self._steps(self._plan(prompt, options)))
+
+    def chat(self, messages: ChatMessages, **options: Unpack[ChatOptions]) -> GenerationResult:
+        """:meth:`generate` the assistant's reply to ``messages`` (see
+        :meth:`Model.apply_chat_template`; ``template``: default the model's own)."""
+        prompt, rest = self._chat_prompt(messages, options)
+        return self.generate(prompt, **rest)
+
+    def stream_chat(self, messages: ChatMessages, **options: Unpack[ChatOptions]) -> Stream:
+        """:meth:`chat` as a :class:`Stream`."""
+        prompt, rest = self._chat_prompt(messages, options)
+        return self.stream(prompt, **rest)
+
+    def _chat_prompt(
+        self, messages: ChatMessages, options: ChatOptions
+    ) -> tuple[list[int], GenerateOptions]:
+        """The tokens of the templated messages (special tokens parsed, as llama.cpp's chat
+        tools do), and the other options."""
+        text = self.model.apply_chat_template(messages, template=options.get("template"))
+        rest = cast(GenerateOptions, {k: v for k, v in options.items() if k != "template"})
+        return self.model.tokenize(text, parse_special=True), rest
+
+    def _plan(self, prompt: str | Sequence[int], options: GenerateOptions) -> _Plan:
+        """Check everything before anything reaches llama.cpp."""
+        # a generation's bookkeeping and the decode loops load with the first generation
+        from .generation import _Plan, _sampling_of, _stop_sequences
+
+        unknown = sorted(set(options) - set(GenerateOptions.__annotations__))
+        if unknown:
+            raise TypeError(f"unexpected generation option(s): {', '.join(unknown)}")
+        max_tokens = options.get("max_tokens", 128)
+        if max_tokens < 0:
+            raise ValueError("max_tokens must be >= 0")
+        grammar = options.get("grammar")
+        reuse_prefix = options.get("reuse_prefix", False)
+        if reuse_prefix:
+            self._unsupported_with_mtp("prompt-prefix reuse")
+        logprobs = check_top(options.get("logprobs"))
+        if logprobs is not None:
+            self._unsupported_with_mtp("log-probabilities")
+        if self._embeddings:
+            raise LlamaUnsupportedError(
+                "this context was created with embeddings=True, for embed(): create another "
+                "Context on the model to generate"
+            )
+        sampler = options.get("sampler")
+        sampling = _sampling_of(options, sampler)
+        if sampling is not None:
+            self._check_logit_bias(sampling)
+        if isinstance(prompt, str):
+            tokens = self.model.tokenize(prompt)
+        else:
+            tokens = [int(t) for t in prompt]
+        if not tokens:
+            raise ValueError("the prompt has no tokens")
+        if len(tokens) >= self.n_ctx:
+            raise ValueError(f"the prompt ({len(tokens)} tokens) does not fit n_ctx {self.n_ctx}")
+        if self._busy:
+            raise LlamaRuntimeError("the context is generating already (a stream is open)")
+        return _Plan(
+            tokens, max_tokens, _stop_sequences(options.get("stop")), options.get("on_token"),
+            options.get("cancel"), sampling, sampler, grammar, reuse_prefix, logprobs,
+        )  # fmt: skip
+
+    def _check_logit_bias(self, sampling: Sampling) -> None:
+        n_vocab = self.model.n_vocab
+        outside = sorted(t for t in sampling.logit_bias if t >= n_vocab)
+        if outside:
+            raise ValueError(
+                f"Sampling.logit_bias names tokens outside the vocabulary [0, {n_vocab}): "
+                f"{outside[:8]}"
+            )
+
+    def _steps(self, plan: _Plan) -> Generator[str, None, GenerationResult]:
+        """The generation: yields released text after every step, returns the result."""
+        if self._busy:  # a stream made earlier may have started since this one was checked
+            raise LlamaRuntimeError("the context is generating already (a stream is open)")
+        from .decoding import generate_mtp, generate_plain  # see _plan
+        from .generation import _Run
+
+        self._busy = True
+        sampler = plan.sampler
+        cancel = plan.cancel
+        try:
+            if plan.sampling is not None:
+                sampler = self._build_sampler(plan.sampling, plan.grammar)
+            self._cancel = cancel
+            if cancel is not None:
+                self.llama.llama_set_abort_callback(
+                    self.handle, self._abort_callback, self.ffi.NULL
+                )
+            run = _Run(self, plan.stop, plan.on_token, cancel, plan.max_tokens, plan.logprobs)
+            if self._mtp_lib is not None:
+                steps = generate_mtp(self, self._mtp_lib, plan.tokens, sampler, run)
+            else:
+                steps = generate_plain(self, plan.tokens, sampler, run, plan.reuse_prefix)
+            native = self._native  # marks the thread inside llama.cpp between the yields
+            native.active_thread = threading.get_ident()
+            for _ in steps:
+                native.active_thread = None
+                yield from run.take()
+                native.active_thread = threading.get_ident()
+            run.end_text()
+            yield from run.take()
+            seed = int(self.llama.llama_sampler_get_seed(sampler))
+        finally:
+            if cancel is not None and self._native.alive:
+                self.llama.llama_set_abort_callback(self.handle, self.ffi.NULL, self.ffi.NULL)
+            self._native.active_thread = None
+            self._cancel = None
+            if plan.sampler is None and sampler is not None:
+                self.llama.llama_sampler_free(sampler)
+            self._busy = False
+        result = run.result(self.mtp_enabled, len(plan.tokens), seed)
+        metrics = result.metrics
+        LOGGER.info(
+            "generation: llama.cpp %s, mtp %s, %d prompt + %d generated tokens, %d drafted, "
+            "%d accepted (acceptance %.3f), %d steps, %.1f tokens/s, finish %s",
+            metrics.llama_cpp_tag, "on" if metrics.mtp else "off", metrics.prompt_tokens,
+            metrics.generated_tokens, metrics.drafted_tokens, metrics.accepted_tokens,
+            metrics.acceptance_rate, metrics.steps, metrics.tokens_per_second,
+            result.finish_reason.value,
+        )  # fmt: skip
+        return result
+
+    def _build_sampler(self, sampling: Sampling, grammar: str | None) -> Any:
+        chain = self.llama.llama_sampler_chain_init(self.llama.llama_sampler_chain_default_params())
+        try:
+            for stage in self._stages(sampling, grammar):
+                self.llama.llama_sampler_chain_add(chain, stage)
+        except BaseException:
+            self.llama.llama_sampler_free(chain)
+            raise
+        return chain
+
+    def _stages(self, sampling: Sampling, grammar: str | None) -> Iterator[Any]:
+        """The chain's samplers, in order: constraints, then the choice of one token."""
+        llama, n_vocab = self.llama, self.model.n_vocab
+        if sampling.logit_bias:
+            biases = self.ffi.new("llama_logit_bias[]", len(sampling.logit_bias))
+            for i, (token, bias) in enumerate(sampling.logit_bias.items()):
+                biases[i].token, biases[i].bias = token, bias
+            yield llama.llama_sampler_init_logit_bias(n_vocab, len(biases), biases)
+        if sampling.penalized:
+            last_n = sampling.penalty_last_n if sampling.penalty_last_n >= 0 else self.n_ctx
+            yield llama.llama_sampler_init_penalties(
+                n_vocab, last_n, sampling.repeat_penalty, sampling.frequency_penalty,
+                sampling.presence_penalty,
+            )  # fmt: skip
+        if grammar is not None:
+            stage = llama.llama_sampler_init_grammar(
+                self.model.vocab, grammar.encode("utf-8"), b"root"
+            )
+            if stage == self.ffi.NULL:
+                raise ValueError("llama.cpp could not parse the grammar")
+            yield stage
+        if sampling.greedy:
+            yield llama.llama_sampler_init_greedy()
+            return
+        if sampling.top_k > 0:
+            yield llama.llama_sampler_init_top_k(sampling.top_k)
+        if sampling.typical_p < 1.0:
+            yield llama.llama_sampler_init_typical(sampling.typical_p, 1)
+        if sampling.top_p < 1.0:
+            yield llama.llama_sampler_init_top_p(sampling.top_p, 1)
+        if sampling.min_p > 0.0:
+            yield llama.llama_sampler_init_min_p(sampling.min_p, 1)
+        yield llama.llama_sampler_init_temp(sampling.temperature)
+        yield llama.llama_sampler_init_dist(
+            sampling.seed if sampling.seed is not None else LLAMA_DEFAULT_SEED
+        )
+
+    def _logprob(self, run: _Run, token: int, row: int) -> TokenLogprob | None:
+        """``token``'s log-probability from the logits of batch row ``row`` (when asked for)."""
+        if run.top_logprobs is None:
+            return None
+        logits = self.llama.llama_get_logits_ith(self.handle, row)
+        return token_logprob(self.ffi, logits, self.model.n_vocab, token, run.top_logprobs)
+
+    def _decode(self, batch: Any) -> int:
+        return int(self.llama.llama_decode(self.handle, batch))
+
+    def close(self) -> None:
+        """Free the context (and its speculative sidecar); a second call does nothing."""
+        self._native.release()
+        self._finalizer.detach()
+
+    def __enter__(self) -> Context:
+        self.handle  # noqa: B018  (a closed context raises)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,239 @@
+"""One generation's request and bookkeeping: the options :meth:`Context.generate` takes, checked
+into a :class:`_Plan`, and :class:`_Run`, which turns accepted tokens into released text, stop
+sequences, finish reasons and the result. Imported at the first generation, not with the
+runtime."""
+
+from __future__ import annotations
+
+import codecs
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..constants import LLAMA_DEFAULT_SEED
+from ..outputs import TextPiece, TokenLogprob
+from .results import (
+    LLAMA_CPP_TAG,
+    TAIL_TOKEN,
+    Cancellation,
+    FinishReason,
+    GenerationMetrics,
+    GenerationResult,
+    StrategyMetrics,
+    TokenCallback,
+)
+from .sampling import Sampling
+
+if TYPE_CHECKING:
+    from .context import Context
+    from .results import GenerateOptions
+
+
+def _stop_sequences(stop: object) -> tuple[str, ...]:
+    """``stop=`` as a tuple: one string is one stop sequence (never its characters); a list or
+    tuple of strings as given; None: none. Anything else is a TypeError."""
+    if stop is None:
+        return ()
+    if isinstance(stop, str):
+        return (stop,)
+    if isinstance(stop, Sequence) and not isinstance(stop, (bytes, bytearray)):
+        bad = [item for item in stop if not isinstance(item, str)]
+        if not bad:
+            return tuple(stop)
+        raise TypeError(f"stop= takes strings; got {type(bad[0]).__name__} {bad[0]!r} in it")
+    raise TypeError(f"stop= takes a string or a sequence of strings, not {type(stop).__name__}")
+
+
+class _Run:
+    """Bookkeeping of one generation: tokens, text, stop sequences, cancellation, counters.
+
+    Text is decoded incrementally; what is released (to ``on_token`` and the stream) never holds
+    a partial character or the start of a stop sequence that may still complete, and it always
+    ends up equal to the result's text.
+    """
+
+    def __init__(
+        self,
+        context: Context,
+        stop: Sequence[str],
+        on_token: TokenCallback | None,
+        cancel: Cancellation | None,
+        max_tokens: int,
+        top_logprobs: int | None = None,
+    ) -> None:
+        self.model = context.model
+        self.top_logprobs = top_logprobs  # None: no log-probabilities
+        self.logprobs: list[TokenLogprob] = []
+        self._unreleased: list[TokenLogprob] = []  # of tokens whose text no piece carried yet
+        self.stop = [s for s in stop if s]
+        self.on_token = on_token
+        self.cancel = cancel
+        self.max_tokens = max_tokens
+        self.tokens: list[int] = []
+        self.finish_reason: FinishReason | None = None if max_tokens > 0 else FinishReason.LENGTH
+        self.drafted = 0
+        self.drafts = 0
+        self.backend_sampled = 0
+        self.accepted = 0
+        self.steps = 0
+        self.strategies: tuple[StrategyMetrics, ...] = ()
+        self.started = time.perf_counter()
+        self.prompt_seconds = 0.0
+        self.generation_started = self.started
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.text = ""  # decoded so far; cut at the stop sequence once one appears
+        self.released = 0  # characters of text released
+        self._pieces: list[str] = []  # released, not yet taken by the stream
+
+    def prompt_done(self) -> None:
+        self.generation_started = time.perf_counter()
+        self.prompt_seconds = self.generation_started - self.started
+
+    def remaining(self) -> int:
+        return self.max_tokens - len(self.tokens)
+
+    def finish(self, reason: FinishReason) -> None:
+        if self.finish_reason is None:
+            self.finish_reason = reason
+
+    def cancelled(self) -> bool:
+        if self.cancel is not None and self.cancel.cancelled:
+            self.finish(FinishReason.CANCELLED)
+            return True
+        return False
+
+    def emit(self, token: int, logprob: TokenLogprob | None = None) -> bool:
+        """Record an accepted token (and its log-probability, when asked for); False when
+        generation must end."""
+        if self.finish_reason is not None:
+            return False
+        if self.model.is_end_of_generation(token):
+            self.finish(FinishReason.END_OF_GENERATION)
+            return False
+        self.tokens.append(token)
+        if logprob is not None:
+            self.logprobs.append(logprob)
+            self._unreleased.append(logprob)
+        self.text += self._decoder.decode(self.model.token_bytes(token))
+        stopped = self._scan()
+        if not stopped and len(self.tokens) >= self.max_tokens:
+            self.finish(FinishReason.LENGTH)
+        if self.finish_reason is not None:
+            self.text += self._decoder.decode(b"", final=True) if not stopped else ""
+            piece = self._release(len(self.text))
+        else:
+            piece = self._release(len(self.text) - self._held())
+        if self.on_token is not None:
+            self.on_token(token, piece)
+        return self.finish_reason is None and not self.cancelled()
+
+    def _scan(self) -> bool:
+        """Cut the text at the first stop sequence in it (a match starts in the unreleased
+        part: what was released could not begin one)."""
+        if not self.stop:
+            return False
+        hits = [i for i in (self.text.find(s, self.released) for s in self.stop) if i >= 0]
+        if not hits:
+            return False
+        self.text = self.text[: min(hits)]
+        self.finish(FinishReason.STOP)
+        return True
+
+    def _held(self) -> int:
+        """Length of the longest end of the text that begins some stop sequence."""
+        text = self.text
+        longest = 0
+        for stop in self.stop:
+            for n in range(min(len(stop) - 1, len(text) - self.released), longest, -1):
+                if text.endswith(stop[:n]):
+                    longest = n
+                    break
+        return longest
+
+    def _release(self, end: int) -> str:
+        piece = self.text[self.released : end]
+        if piece:
+            self.released = end
+            if self.top_logprobs is not None:
+                piece = TextPiece(piece, tuple(self._unreleased))
+                self._unreleased.clear()
+            self._pieces.append(piece)
+        return piece
+
+    def end_text(self) -> None:
+        """After the last token: release what was held back (a partial character becomes
+        U+FFFD, as in a whole decode) in one more ``on_token`` call."""
+        if self.finish_reason is not FinishReason.STOP:
+            self.text += self._decoder.decode(b"", final=True)
+            self._scan()
+        piece = self._release(len(self.text))
+        if piece and self.on_token is not None:
+            self.on_token(TAIL_TOKEN, piece)
+
+    def take(self) -> list[str]:
+        pieces, self._pieces = self._pieces, []
+        return pieces
+
+    def result(self, mtp: bool, prompt_tokens: int, seed: int) -> GenerationResult:
+        elapsed = time.perf_counter() - self.generation_started
+        metrics = GenerationMetrics(
+            llama_cpp_tag=LLAMA_CPP_TAG,
+            mtp=mtp,
+            prompt_tokens=prompt_tokens,
+            generated_tokens=len(self.tokens),
+            drafted_tokens=self.drafted,
+            drafts=self.drafts,
+            backend_sampled_drafts=self.backend_sampled,
+            accepted_tokens=self.accepted,
+            steps=self.steps,
+            strategies=self.strategies,
+            prompt_seconds=self.prompt_seconds,
+            generation_seconds=elapsed,
+        )
+        reason = self.finish_reason if self.finish_reason is not None else FinishReason.LENGTH
+        return GenerationResult(
+            tuple(self.tokens), self.text, reason, metrics,
+            None if seed == LLAMA_DEFAULT_SEED else seed,
+            tuple(self.logprobs) if self.top_logprobs is not None else None,
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """A checked generation request."""
+
+    tokens: list[int]
+    max_tokens: int
+    stop: tuple[str, ...]
+    on_token: TokenCallback | None
+    cancel: Cancellation | None
+    sampling: Sampling | None  # None: the caller's sampler
+    sampler: Any
+    grammar: str | None
+    reuse_prefix: bool
+    logprobs: int | None  # None: off; else the number of alternatives per token
+
+
+def _sampling_of(options: GenerateOptions, sampler: Any) -> Sampling | None:
+    """The Sampling a request asks for (None with a caller's own sampler chain)."""
+    shorthands: dict[str, Any] = {
+        name: options.get(name)
+        for name in ("temperature", "top_k", "seed")
+        if options.get(name) is not None
+    }
+    sampling = options.get("sampling")
+    if sampler is not None:
+        if sampling is not None or shorthands or options.get("grammar") is not None:
+            raise ValueError(
+                "sampler= is a whole llama_sampler chain: not with sampling=, grammar= or "
+                f"{', '.join(shorthands) or 'temperature/top_k/seed'}"
+            )
+        return None
+    if sampling is not None:
+        if shorthands:
+            raise ValueError(
+                f"give {', '.join(shorthands)} in sampling= (a Sampling), not beside it"
+            )
+        return sampling
+    return Sampling(**shorthands)

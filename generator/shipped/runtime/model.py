@@ -1,0 +1,241 @@
+"""A model loaded from a GGUF file: :class:`Model`."""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from .._about import LOAD_MTP_PARAM, MTP_API, NEXTN_COUNT_FUNCTION
+from ..errors import LlamaLoadError, LlamaRuntimeError, LlamaUnsupportedError
+from ..lifetimes import NativeObject
+from ..loader import Libraries, load
+from ..params import check_count, check_flag, choose, set_field
+from .llama_log import _LLAMA_LOG
+from .results import LLAMA_CPP_TAG, ChatMessages, ChatTemplateError, _role_content
+
+if TYPE_CHECKING:
+    from ..api import LlamaLibrary
+
+
+class Model:
+    """A model loaded from a GGUF file. ``load_mtp``: also load the MTP (NextN) layers, which
+    speculative mode draft-mtp needs. ``n_gpu_layers`` (-1: all), ``main_gpu`` and
+    ``split_mode`` (``"none"``, ``"layer"``, ``"row"``, ...): offloading; ``use_extra_bufts``:
+    llama.cpp's repacked weight layouts for the CPU (on by default; with them a row's logits
+    depend on the batch it is computed in, see :class:`SpeculativeDecoding`). None keeps
+    llama.cpp's default (:mod:`~llama_bindings.params`). ``libs``: opened libraries (default:
+    :func:`load` with ``lib_dir``). ``verbose``: llama.cpp's log to stderr (True) or to the
+    ``llama_bindings.llama_cpp`` logger (False); ``None`` keeps the process-wide setting, which
+    starts as False (see :func:`set_llama_log`). A file llama.cpp cannot load raises
+    :class:`LlamaLoadError` with the error lines llama.cpp logged, whatever the log's routing.
+
+    Lifetimes: closing a model (``close()``, leaving its ``with`` block, or its collection)
+    first closes every :class:`Context` on it and every context that uses it as a draft model;
+    after that, every method and property of those objects raises :class:`LlamaClosedError`.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        load_mtp: bool = False,
+        n_gpu_layers: int | None = None,
+        main_gpu: int | None = None,
+        split_mode: str | None = None,
+        use_extra_bufts: bool | None = None,
+        libs: Libraries | None = None,
+        lib_dir: str | os.PathLike[str] | None = None,
+        verbose: bool | None = None,
+    ) -> None:
+        if not os.path.isfile(path):
+            what = "is not a file" if os.path.exists(path) else "does not exist"
+            raise FileNotFoundError(errno.ENOENT, f"the model file {what}", os.fspath(path))
+        check_count(n_gpu_layers, "n_gpu_layers", -1)
+        check_count(main_gpu, "main_gpu", 0)
+        check_flag(use_extra_bufts, "use_extra_bufts")
+        if load_mtp and not MTP_API:
+            raise LlamaUnsupportedError(
+                f"llama.cpp {LLAMA_CPP_TAG} has no MTP API: load_mtp is not available"
+            )
+        self.libs = libs if libs is not None else load(lib_dir)
+        _LLAMA_LOG.install(self.libs, verbose)
+        self.ffi: Any = self.libs.ffi
+        self.llama: LlamaLibrary = self.libs.llama
+        self.load_mtp = load_mtp
+        self.llama.llama_backend_init()
+        params = self.llama.llama_model_default_params()
+        if n_gpu_layers is not None:
+            params.n_gpu_layers = n_gpu_layers
+        if main_gpu is not None:
+            params.main_gpu = main_gpu
+        if split_mode is not None:
+            params.split_mode = choose(
+                self.ffi, "llama_split_mode", "LLAMA_SPLIT_MODE_", "split_mode", split_mode
+            )
+        if use_extra_bufts is not None:
+            set_field(self.ffi, params, "llama_model_params", "use_extra_bufts", use_extra_bufts,
+                      "use_extra_bufts")  # fmt: skip
+        if load_mtp and LOAD_MTP_PARAM:
+            params.load_mtp = True  # (releases before load_mtp always load the NextN layers)
+        with _LLAMA_LOG.capturing() as errors:
+            handle = self.llama.llama_model_load_from_file(os.fsencode(path), params)
+        if handle == self.ffi.NULL:
+            raise LlamaLoadError(
+                f"llama.cpp could not load the model {os.fspath(path)!r}", "; ".join(errors)
+            )
+        self._native = NativeObject("model", handle, self.llama.llama_model_free, self.ffi.NULL)
+        self._finalizer = self._native.finalize_with(self)
+        self._vocab: Any = self.llama.llama_model_get_vocab(handle)
+
+    @property
+    def handle(self) -> Any:
+        """The ``llama_model *``; :class:`LlamaClosedError` once the model is closed."""
+        return self._native.pointer
+
+    @property
+    def native(self) -> NativeObject:
+        """The model's native object (contexts register on it to be closed first)."""
+        return self._native
+
+    @property
+    def vocab(self) -> Any:
+        """The model's ``llama_vocab *`` (it lives as long as the model)."""
+        self._native.pointer  # noqa: B018  (raises once closed)
+        return self._vocab
+
+    @property
+    def closed(self) -> bool:
+        return not self._native.alive
+
+    @property
+    def n_nextn_layers(self) -> int:
+        """Number of NextN (MTP) layers the model file has (0: no MTP head)."""
+        handle = self.handle
+        if not MTP_API:
+            return 0
+        if NEXTN_COUNT_FUNCTION:
+            return int(self.llama.llama_model_n_layer_nextn(handle))
+        # Releases before llama_model_n_layer_nextn: the GGUF key the loader reads.
+        arch = self.metadata_value("general.architecture")
+        value = self.metadata_value(f"{arch}.nextn_predict_layers") if arch else None
+        return int(value) if value is not None and value.isdigit() else 0
+
+    def metadata_value(self, key: str) -> str | None:
+        """The model's GGUF metadata value for ``key`` as llama.cpp renders it, or None."""
+        capacity = 256
+        for _ in range(2):
+            buf = self.ffi.new("char[]", capacity)
+            n = int(self.llama.llama_model_meta_val_str(self.handle, key.encode(), buf, capacity))
+            if n < 0:
+                return None
+            if n < capacity:
+                return str(self.ffi.string(buf).decode("utf-8", errors="replace"))
+            capacity = n + 1
+        return None
+
+    @property
+    def n_vocab(self) -> int:
+        return int(self.llama.llama_vocab_n_tokens(self.vocab))
+
+    def tokenize(
+        self, text: str, *, add_special: bool = True, parse_special: bool = False
+    ) -> list[int]:
+        data = text.encode("utf-8")
+        capacity = len(data) + 8
+        for _ in range(2):
+            buf = self.ffi.new("llama_token[]", capacity)
+            n = int(
+                self.llama.llama_tokenize(
+                    self.vocab, data, len(data), buf, capacity, add_special, parse_special
+                )
+            )
+            if n >= 0:
+                return [int(buf[i]) for i in range(n)]
+            capacity = -n
+        raise LlamaRuntimeError("llama_tokenize failed")
+
+    def token_bytes(self, token: int) -> bytes:
+        """The bytes of one token (pieces of a multi-byte character are partial UTF-8)."""
+        capacity = 32
+        for _ in range(2):
+            buf = self.ffi.new("char[]", capacity)
+            n = int(self.llama.llama_token_to_piece(self.vocab, token, buf, capacity, 0, False))
+            if n >= 0:
+                return bytes(self.ffi.buffer(buf, n))
+            capacity = -n
+        raise LlamaRuntimeError(f"llama_token_to_piece failed for token {token}")
+
+    def detokenize(self, tokens: Sequence[int]) -> str:
+        self.handle  # noqa: B018  (a closed model raises, with no tokens as well)
+        return b"".join(self.token_bytes(t) for t in tokens).decode("utf-8", errors="replace")
+
+    def is_end_of_generation(self, token: int) -> bool:
+        return bool(self.llama.llama_vocab_is_eog(self.vocab, token))
+
+    @property
+    def chat_template(self) -> str | None:
+        """The chat template of the model's GGUF metadata (``tokenizer.chat_template``), if any."""
+        text = self.llama.llama_model_chat_template(self.handle, self.ffi.NULL)
+        if text == self.ffi.NULL:
+            return None
+        return str(self.ffi.string(text).decode("utf-8", errors="replace"))
+
+    def apply_chat_template(
+        self,
+        messages: ChatMessages,
+        *,
+        template: str | None = None,
+        add_generation_prompt: bool = True,
+    ) -> str:
+        """The prompt text for ``messages`` (``ChatMessage`` or ``{"role", "content"}`` mappings)
+        in ``template`` (a template text or a name llama.cpp knows, such as ``"chatml"``;
+        default: the model's own), with the assistant's turn opened when ``add_generation_prompt``.
+        llama.cpp recognises the template among the ones it supports; it does not run Jinja."""
+        self.handle  # noqa: B018  (a closed model raises)
+        chosen = template if template is not None else self.chat_template
+        if chosen is None:
+            raise ChatTemplateError(
+                "the model has no chat template (its GGUF metadata has no tokenizer.chat_template)"
+                ": pass template=, a template text or a name such as 'chatml'"
+            )
+        keep: list[Any] = []
+        chat = self.ffi.new("struct llama_chat_message[]", max(1, len(messages)))
+        for i, message in enumerate(messages):
+            role, content = _role_content(message)
+            keep += [
+                self.ffi.new("char[]", role.encode()),
+                self.ffi.new("char[]", content.encode()),
+            ]
+            chat[i].role, chat[i].content = keep[-2], keep[-1]
+        tmpl = chosen.encode("utf-8")
+        capacity = 2 * sum(len(c) for c in keep) + 256
+        for _ in range(2):
+            buf = self.ffi.new("char[]", capacity)
+            n = int(
+                self.llama.llama_chat_apply_template(
+                    tmpl, chat, len(messages), add_generation_prompt, buf, capacity
+                )
+            )
+            if n < 0:
+                raise ChatTemplateError(
+                    "llama.cpp does not support this chat template (it recognises the templates "
+                    "of common model families, or names such as 'chatml')"
+                )
+            if n <= capacity:
+                return bytes(self.ffi.buffer(buf, n)).decode("utf-8", errors="replace")
+            capacity = n
+        raise LlamaRuntimeError("llama_chat_apply_template failed")
+
+    def close(self) -> None:
+        """Close the contexts that use the model, then free it; a second call does nothing."""
+        self._native.release()
+        self._finalizer.detach()
+
+    def __enter__(self) -> Model:
+        self.handle  # noqa: B018  (a closed model raises)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,79 @@
+"""How each token is chosen: :class:`Sampling`, checked before anything reaches llama.cpp."""
+
+from __future__ import annotations
+
+import math
+import types
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from ..constants import LLAMA_DEFAULT_SEED
+
+
+def _check(ok: bool, name: str, rule: str, value: object) -> None:
+    if not ok:
+        raise ValueError(f"Sampling.{name} must be {rule}, got {value!r}")
+
+
+def _is_real(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and not math.isnan(value)
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How each token is chosen. The default is greedy (``temperature`` 0).
+
+    With ``temperature`` > 0 the chain is top-k (``top_k``, 0: off), typical (``typical_p``, 1:
+    off), top-p (``top_p``, 1: off), min-p (``min_p``, 0: off), temperature, then a random draw
+    seeded with ``seed`` (``None``: a random seed, reported as ``GenerationResult.seed``).
+    ``logit_bias`` (token -> bias added to its logit, ``-math.inf`` bans it) and the penalties
+    (``repeat_penalty`` 1, ``frequency_penalty`` and ``presence_penalty`` 0: off; over the last
+    ``penalty_last_n`` tokens, -1: the whole context) apply in greedy mode too. Values are checked
+    here, before anything reaches llama.cpp: a ValueError names the field.
+    """
+
+    temperature: float = 0.0
+    top_k: int = 40
+    top_p: float = 1.0
+    min_p: float = 0.0
+    typical_p: float = 1.0
+    repeat_penalty: float = 1.0
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
+    penalty_last_n: int = 64
+    logit_bias: Mapping[int, float] = field(default_factory=dict)
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        real = ("temperature", "top_p", "min_p", "typical_p", "repeat_penalty")
+        for name in (*real, "frequency_penalty", "presence_penalty"):
+            value = getattr(self, name)
+            _check(_is_real(value) and math.isfinite(value), name, "a finite number", value)
+        _check(self.temperature >= 0.0, "temperature", ">= 0", self.temperature)
+        _check(0.0 < self.top_p <= 1.0, "top_p", "in (0, 1]", self.top_p)
+        _check(0.0 <= self.min_p <= 1.0, "min_p", "in [0, 1]", self.min_p)
+        _check(0.0 < self.typical_p <= 1.0, "typical_p", "in (0, 1]", self.typical_p)
+        _check(self.repeat_penalty > 0.0, "repeat_penalty", "> 0", self.repeat_penalty)
+        for name, low in (("top_k", 0), ("penalty_last_n", -1)):
+            value = getattr(self, name)
+            ok = isinstance(value, int) and not isinstance(value, bool) and value >= low
+            _check(ok, name, f"an integer >= {low}", value)
+        seed = self.seed
+        ok = seed is None or (isinstance(seed, int) and 0 <= seed < LLAMA_DEFAULT_SEED)
+        _check(ok, "seed", f"None or an integer in [0, {LLAMA_DEFAULT_SEED})", seed)
+        _check(isinstance(self.logit_bias, Mapping), "logit_bias", "a mapping", self.logit_bias)
+        for token, bias in self.logit_bias.items():
+            ok = isinstance(token, int) and not isinstance(token, bool) and token >= 0
+            _check(ok, "logit_bias", "keyed by token ids >= 0", token)
+            _check(_is_real(bias) and bias != math.inf, "logit_bias", "a number or -inf", bias)
+        object.__setattr__(self, "logit_bias", types.MappingProxyType(dict(self.logit_bias)))
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+    @property
+    def penalized(self) -> bool:
+        return (self.repeat_penalty, self.frequency_penalty, self.presence_penalty) != (
+            1.0, 0.0, 0.0,
+        )  # fmt: skip

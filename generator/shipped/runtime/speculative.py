@@ -1,0 +1,273 @@
+"""Speculative decoding's options (:class:`Strategy`, :class:`SpeculativeDecoding`, checked
+before anything native runs) and the ``llama_mtp`` wrapper they run on: which functions it must
+have, which of its statuses mean "cannot run here", :func:`strategy_support`."""
+
+from __future__ import annotations
+
+import errno
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, Protocol, cast
+
+from .. import constants
+from .._about import MTP_API
+from .._ffi import SYMBOL_ERRORS
+from ..constants import MTP_DRAFT_CONTEXT, MTP_STRATEGY_TYPES, SpeculativeMode
+from ..errors import LlamaUnsupportedError
+from .results import LLAMA_CPP_TAG
+
+if TYPE_CHECKING:
+    from ..loader import Libraries
+    from .model import Model
+
+# Wrapper functions the MTP path calls; libraries without any of them cannot run it.
+_MTP_FUNCTIONS: Final = (
+    "llama_mtp_default_params",
+    "llama_mtp_create",
+    "llama_mtp_free",
+    "llama_mtp_process",
+    "llama_mtp_begin",
+    "llama_mtp_step",
+    "llama_mtp_seq_rm",
+    "llama_mtp_get_stats",
+    "llama_mtp_reset_stats",
+    "llama_mtp_last_error",
+)
+# ... and the ones a strategy other than draft-mtp alone needs (wrappers since the second release)
+_STRATEGY_FUNCTIONS: Final = (
+    "llama_mtp_default_strategy",
+    "llama_mtp_n_strategies",
+    "llama_mtp_get_strategy_stats",
+)
+
+
+def _refused_statuses() -> tuple[int, ...]:
+    """The llama_mtp statuses that mean "this cannot run here" (LlamaUnsupportedError): no MTP
+    head, not loaded, a strategy or mix the library cannot run, a draft model of another
+    vocabulary, an unreadable n-gram cache file."""
+    c = constants
+    return (
+        c.LLAMA_MTP_STATUS_NO_NEXTN_LAYERS,
+        c.LLAMA_MTP_STATUS_MTP_NOT_LOADED,
+        c.LLAMA_MTP_STATUS_UNSUPPORTED_STRATEGY,
+        c.LLAMA_MTP_STATUS_VOCAB_MISMATCH,
+        c.LLAMA_MTP_STATUS_FILE_UNREADABLE,
+    )
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """One speculative strategy and its parameters; ``None`` keeps llama.cpp's default.
+
+    ``size_n`` / ``size_m`` / ``min_hits``: n-gram key length, m-gram (draft) length and hits
+    before an m-gram is proposed (ngram-simple, ngram-map-k, ngram-map-k4v); ``n_match``,
+    ``mod_n_min``, ``mod_n_max``: ngram-mod's n-gram length and draft lengths; ``cache_static`` /
+    ``cache_dynamic``: ngram-cache's files (written by llama.cpp's llama-lookup-create). Every
+    draft is also capped by :attr:`SpeculativeDecoding.draft_token_max`.
+    """
+
+    kind: SpeculativeMode
+    size_n: int | None = None
+    size_m: int | None = None
+    min_hits: int | None = None
+    n_match: int | None = None
+    mod_n_min: int | None = None
+    mod_n_max: int | None = None
+    cache_static: str | os.PathLike[str] | None = None
+    cache_dynamic: str | os.PathLike[str] | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", SpeculativeMode(self.kind))
+        if self.kind is SpeculativeMode.NONE:
+            raise ValueError("Strategy kind 'none' is not a strategy")
+        top = constants.LLAMA_MTP_NGRAM_MAX  # read here: a release without the MTP API lacks it
+        for name in ("size_n", "size_m", "min_hits", "n_match", "mod_n_max"):
+            value = getattr(self, name)
+            if value is not None and not 1 <= value <= top:
+                raise ValueError(f"Strategy.{name} must be in [1, {top}], got {value}")
+        if (
+            self.kind is SpeculativeMode.NGRAM_SIMPLE
+            and self.size_n is not None
+            and self.size_m is not None
+            and self.size_m < self.size_n
+        ):
+            raise ValueError(
+                f"Strategy.size_m {self.size_m} < size_n {self.size_n}: ngram-simple would never "
+                "draft (llama.cpp drafts only an m-gram at least as long as the n-gram)"
+            )
+        if self.mod_n_min is not None:
+            top = self.mod_n_max if self.mod_n_max is not None else top
+            if not 0 <= self.mod_n_min <= top:
+                raise ValueError(f"Strategy.mod_n_min must be in [0, {top}], got {self.mod_n_min}")
+        for name in ("cache_static", "cache_dynamic"):
+            path = getattr(self, name)
+            if path is not None and self.kind is not SpeculativeMode.NGRAM_CACHE:
+                raise ValueError(f"Strategy.{name} is for ngram-cache, not {self.kind.value}")
+            if path is not None and not os.path.isfile(path):
+                raise FileNotFoundError(errno.ENOENT, "no n-gram cache file", os.fspath(path))
+
+    @property
+    def draft_context(self) -> bool:
+        return self.kind in MTP_DRAFT_CONTEXT
+
+
+@dataclass(frozen=True)
+class SpeculativeDecoding:
+    """Speculative decoding options; the default (mode ``none``) decodes one token per step.
+
+    One strategy: ``mode`` (``SpeculativeDecoding("draft-mtp")``). Several: ``strategies``, each a
+    :class:`Strategy` or a mode, for example ``strategies=("ngram-mod", "draft-mtp")``: draftless
+    n-gram strategies with at most one draft-context strategy; each step asks them in llama.cpp's
+    order (n-gram first) and verifies the first draft one of them makes. ``draft_model``: the
+    :class:`Model` draft-simple drafts with (same vocabulary as the target; ``draft_n_ctx`` 0: the
+    target's context size). Checked here, before anything native runs: a ValueError names a bad
+    value, :class:`LlamaUnsupportedError` a strategy or mix that cannot run and why. The n-gram
+    strategies keep their state (ngram-map-k's map, ngram-mod's pool, ngram-cache's dynamic
+    cache) across the generations of one :class:`Context`, as a llama.cpp server slot does, so a
+    second generation may draft differently, and take another number of steps, than the first; a
+    new Context starts fresh.
+
+    What is guaranteed of greedy output: it is that of upstream's ``llama-speculative-simple``
+    with the same model, strategies and settings, token for token (its schedule: all prompt
+    tokens but the last, then each step the last token and the draft in one batch). It equals
+    plain greedy decoding where a row's logits do not depend on the batch it is computed in:
+    the f32 test models, or a quantised model loaded with ``Model(use_extra_bufts=False)``
+    (measured on Gemma 3 270M Q4_K_M). With llama.cpp's repacked CPU weights (the default) the
+    logits of a batched row differ in the last bits from a row alone, so verifying drafts in
+    batches, or the prompt split, can change later tokens.
+
+    ``draft_token_max``: most tokens per draft, for every strategy (>= 1; llama.cpp's own 0 would
+    mean unlimited), ``draft_token_min``: drafts of the draft context shorter than this are
+    dropped, ``p_min``: stop drafting when the draft head's top probability falls below it.
+    ``backend_sampling``: let llama.cpp sample the drafts on the draft context's device (the GPU
+    when its layers are offloaded); llama.cpp falls back to the CPU when it cannot, and
+    ``GenerationMetrics.backend_sampled_drafts`` counts the drafts it did sample there. ``None``
+    (the default) takes llama.cpp's own default for the release (on where the release has it;
+    releases before draft backend sampling have none, and ``True`` there is refused with
+    :class:`LlamaUnsupportedError`).
+    """
+
+    mode: SpeculativeMode = SpeculativeMode.NONE
+    draft_token_max: int = 3
+    draft_token_min: int = 0
+    p_min: float = 0.0
+    backend_sampling: bool | None = None
+    strategies: tuple[Strategy | SpeculativeMode | str, ...] = ()
+    draft_model: Model | None = None
+    draft_n_ctx: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mode", SpeculativeMode(self.mode))
+        given = tuple(
+            item if isinstance(item, Strategy) else Strategy(SpeculativeMode(item))
+            for item in self.strategies
+        )
+        if given and self.mode is not SpeculativeMode.NONE:
+            raise ValueError("give either mode or strategies, not both")
+        if not given and self.mode is not SpeculativeMode.NONE:
+            given = (Strategy(self.mode),)
+        object.__setattr__(self, "strategies", given)
+        _check_mix(given, self.draft_model)
+        if self.draft_n_ctx < 0:
+            raise ValueError(f"draft_n_ctx must be >= 0, got {self.draft_n_ctx}")
+        top = constants.LLAMA_MTP_DRAFT_MAX if self.strategies else self.draft_token_max
+        if not 1 <= self.draft_token_max <= top:
+            raise ValueError(f"draft_token_max must be in [1, {top}], got {self.draft_token_max}")
+        if not 0 <= self.draft_token_min <= self.draft_token_max:
+            raise ValueError(
+                f"draft_token_min must be in [0, draft_token_max], got {self.draft_token_min}"
+            )
+        if not 0.0 <= self.p_min <= 1.0:
+            raise ValueError(f"p_min must be in [0, 1], got {self.p_min}")
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.strategies)
+
+    @property
+    def kinds(self) -> tuple[SpeculativeMode, ...]:
+        return tuple(cast(Strategy, s).kind for s in self.strategies)
+
+
+def _check_mix(strategies: tuple[Strategy, ...], draft_model: Model | None) -> None:
+    kinds = [s.kind for s in strategies]
+    for kind in kinds:
+        if kinds.count(kind) > 1:
+            raise ValueError(f"strategy {kind.value} is listed twice")
+    drafting = [k.value for k in kinds if k in MTP_DRAFT_CONTEXT]
+    if len(drafting) > 1:
+        raise LlamaUnsupportedError(
+            f"{' and '.join(drafting)} both need a draft context; llama.cpp mixes n-gram "
+            "strategies with at most one of them"
+        )
+    if SpeculativeMode.DRAFT_SIMPLE in kinds and draft_model is None:
+        raise ValueError("draft-simple needs a draft model: SpeculativeDecoding(draft_model=...)")
+    if draft_model is not None and SpeculativeMode.DRAFT_SIMPLE not in kinds:
+        raise ValueError("draft_model is set, but no strategy uses it (draft-simple does)")
+
+
+class _MtpWrapper(Protocol):
+    """The part of the ``llama_mtp`` library (llama_mtp.h) the MTP path uses."""
+
+    def llama_mtp_default_params(self, params: Any, /) -> int: ...
+    def llama_mtp_create(self, ctx_tgt: Any, params: Any, out: Any, /) -> int: ...
+    def llama_mtp_free(self, mtp: Any, /) -> None: ...
+    def llama_mtp_process(self, mtp: Any, batch: Any, /) -> int: ...
+    def llama_mtp_begin(self, mtp: Any, seq_id: int, prompt: Any, n_prompt: int, /) -> int: ...
+    def llama_mtp_step(
+        self, mtp: Any, seq_id: int, smpl: Any, id_last: int, n_past: int,
+        tokens: Any, capacity: int, n_tokens: Any, /,
+    ) -> int: ...  # fmt: skip
+    def llama_mtp_seq_rm(self, mtp: Any, seq_id: int, p0: int, p1: int, /) -> int: ...
+    def llama_mtp_get_stats(self, mtp: Any, stats: Any, /) -> int: ...
+    def llama_mtp_reset_stats(self, mtp: Any, /) -> int: ...
+    def llama_mtp_last_error(self) -> Any: ...
+    def llama_mtp_default_strategy(self, type: int, strategy: Any, /) -> int: ...
+    def llama_mtp_n_strategies(self, mtp: Any, /) -> int: ...
+    def llama_mtp_get_strategy_stats(self, mtp: Any, index: int, stats: Any, /) -> int: ...
+    def llama_mtp_strategy_supported(self, type: int, /) -> int: ...
+
+
+def strategy_support(kind: SpeculativeMode | str, libs: Libraries) -> str | None:
+    """None when the libraries run speculative strategy ``kind`` (given a suitable model); else
+    the reason they do not: a release without the MTP API or the wrapper, a strategy this
+    llama.cpp release does not have, or one the wrapper refuses in every release."""
+    mode = SpeculativeMode(kind)
+    if mode is SpeculativeMode.NONE:
+        raise ValueError("strategy_support: NONE is not a strategy")
+    try:
+        wrapper = _mtp_wrapper(libs, mode.value, strategies=mode is not SpeculativeMode.DRAFT_MTP)
+        check = wrapper.llama_mtp_strategy_supported
+    except LlamaUnsupportedError as exc:
+        return exc.reason
+    except SYMBOL_ERRORS:  # a first-release wrapper: draft-mtp alone
+        return None if mode is SpeculativeMode.DRAFT_MTP else "the wrapper runs draft-mtp alone"
+    if check(MTP_STRATEGY_TYPES[mode]) == constants.LLAMA_MTP_STATUS_OK:
+        return None
+    return str(libs.ffi.string(wrapper.llama_mtp_last_error()).decode("utf-8", "replace"))
+
+
+def _mtp_wrapper(libs: Libraries, what: str, strategies: bool = False) -> _MtpWrapper:
+    """The wrapper library, or LlamaUnsupportedError saying why the MTP path cannot run."""
+    if not MTP_API:
+        raise LlamaUnsupportedError(
+            f"llama.cpp {LLAMA_CPP_TAG} has no MTP API (no MTP context type): "
+            f"speculative mode {what} needs a release with it (the llama_mtp wrapper is built only "
+            "for those)"
+        )
+    library: Any = libs.llama_mtp
+    if library is None:
+        raise LlamaUnsupportedError(
+            "the libraries have no llama_mtp wrapper (built for llama.cpp "
+            f"{LLAMA_CPP_TAG} without it, or the file is missing): "
+            f"speculative mode {what} needs it"
+        )
+    for name in _MTP_FUNCTIONS + (_STRATEGY_FUNCTIONS if strategies else ()):
+        try:
+            getattr(library, name)
+        except SYMBOL_ERRORS:  # cffi's ffi.error from the pre-parsed ffi, else AttributeError
+            raise LlamaUnsupportedError(
+                f"the llama_mtp wrapper these bindings declare has no {name}: speculative mode "
+                f"{what} needs the wrapper of llama-bindgen's native_wrapper (a newer build)"
+            ) from None
+    return cast(_MtpWrapper, library)
