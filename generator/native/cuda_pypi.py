@@ -23,7 +23,6 @@ CMake is pointed at them with FindCUDAToolkit's own cache variables (``CUDA_cubl
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import shutil
@@ -294,8 +293,7 @@ def stub_source(functions: list[str]) -> str:
 
 def _stub_folder(header: Path, base: Path) -> Path:
     """One stub per cuda.h (its sha256's first 12 digits) and stub format."""
-    digest = hashlib.sha256(header.read_bytes()).hexdigest()[:12]
-    return base / f"libcuda-stub-v{STUB_FORMAT}-{digest}"
+    return base / f"libcuda-stub-v{STUB_FORMAT}-{file_sha256(header)[:12]}"
 
 
 def driver_stub(header: Path, base: Path, compiler: str = "cc") -> Path:

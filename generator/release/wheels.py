@@ -47,7 +47,9 @@ from generator.platforms import PLATFORMS, Platform, host_platform_name, split_k
 from generator.release.archives import collect, fixed_mtime
 from generator.release.native import BUILD_INFO_NAME, NativeBuild
 from generator.release.render import render
+from generator.releases import is_build_tag
 from generator.sources.licenses import LICENSES_DIR
+from generator.sources.tag_sources import tag_number
 
 WHEEL_NAME = "llama-bindings"
 PACKAGE = "llama_bindings"
@@ -61,7 +63,6 @@ API_MODULE_PREFIX = "_llama_bindings_api."
 SYSTEM_LIBRARIES: dict[str, tuple[str, ...]] = {"vulkan": ("libvulkan.so.1",)}
 _ZIP_FLOOR = 315532800  # 1980-01-01T00:00:00Z, the earliest time a zip entry can carry
 _TOOL_TIMEOUT_S = 600
-_TAG_NUMBER = re.compile(r"b(\d+)")
 _LD = "LD_LIBRARY_PATH"
 
 
@@ -82,12 +83,11 @@ def distribution_name(backend: str) -> str:
 
 def wheel_version(tag: str) -> str:
     """``b11312`` -> ``11312.<llama-bindgen version>``: PEP 440, sorted by tag first."""
-    match = _TAG_NUMBER.fullmatch(tag)
-    if match is None:
+    if not is_build_tag(tag):
         raise WheelNotMadeError(
             f"{tag!r} is not an upstream b<N> tag, so no wheel version sorts it among the others"
         )
-    return f"{int(match.group(1))}.{__version__}"
+    return f"{tag_number(tag)}.{__version__}"
 
 
 def _platform_tag(plat: Platform) -> str:
@@ -149,9 +149,9 @@ def _copy(members: list[tuple[str, Path]], root: Path) -> None:
         shutil.copyfile(source, dest)
 
 
-def _stage(build: NativeBuild, package: Path, tag: str, root: Path) -> tuple[str, dict[str, str]]:
-    """Lay the wheel's files out in ``root``; returns the wheel tag and, per file in ``lib/``, the
-    build's name for it (relative to the build folder)."""
+def _stage(build: NativeBuild, package: Path, tag: str, root: Path) -> dict[str, str]:
+    """Lay the wheel's files out in ``root``; returns, per file in ``lib/``, the build's name for
+    it (relative to the build folder)."""
     plat = PLATFORMS[build.platform]
     libraries = library_files(build)
     wheel_tag = f"{_python_tag(libraries)}-{_platform_tag(plat)}"
@@ -174,7 +174,7 @@ def _stage(build: NativeBuild, package: Path, tag: str, root: Path) -> tuple[str
     wheel = render("release/wheel_WHEEL.j2", generator_version=__version__, tag=wheel_tag)
     (dist_info / "WHEEL").write_text(wheel, encoding="utf-8")
     built = {f"lib/{n}": p.relative_to(build.folder).as_posix() for n, p in libraries.items()}
-    return wheel_tag, built
+    return built
 
 
 def _tool_env(library_path: str = "") -> dict[str, str]:
@@ -292,7 +292,7 @@ def make_wheel(build: NativeBuild, package: Path, tag: str, dest_dir: Path) -> W
         scratch = Path(tmp)
         root = scratch / "stage" / f"{PACKAGE}-wheel"
         root.mkdir(parents=True)
-        _wheel_tag, built = _stage(build, package, tag, root)
+        built = _stage(build, package, tag, root)
         maker = _make_windows if plat.system == "Windows" else _make_linux
         made = maker(build, root, built, scratch)
         dest = dest_dir / made.name
