@@ -271,6 +271,7 @@ SHIPPED = (
     "runtime/model.py",
     "runtime/results.py",
     "runtime/sampling.py",
+    "runtime/session.py",
     "runtime/speculative.py",
     "verified_files.py",
 )

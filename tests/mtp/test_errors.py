@@ -116,11 +116,6 @@ def test_state_save_and_load_with_mtp(runtime: Any, mtp_context: Any) -> None:
         mtp_context.load_state(b"\0" * 16, [1])
 
 
-def test_prompt_prefix_reuse_with_mtp(runtime: Any, mtp_context: Any) -> None:
-    with pytest.raises(runtime.LlamaUnsupportedError, match="prompt-prefix reuse"):
-        mtp_context.generate([3, 4], reuse_prefix=True)
-
-
 def test_plain_state_round_trip(runtime: Any, libs: Any, models: dict[str, Path]) -> None:
     with runtime.Model(models["agree"], libs=libs) as model:
         with runtime.Context(model, n_ctx=128) as ctx:

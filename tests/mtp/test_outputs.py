@@ -61,15 +61,6 @@ def test_bad_logprobs_are_refused(
             ctx.generate(PROMPT, logprobs=value)
 
 
-def test_logprobs_with_speculation_are_refused(
-    runtime: Any, libs: Any, models: dict[str, Path]
-) -> None:
-    with runtime.Model(models["agree"], libs=libs, load_mtp=True) as model:
-        with runtime.Context(model, n_ctx=128, speculative=mtp_spec(runtime)) as ctx:
-            with pytest.raises(runtime.LlamaUnsupportedError, match="log-probabilities"):
-                ctx.generate(PROMPT, logprobs=1)
-
-
 def test_pooled_embeddings_match_the_token_vectors(
     runtime: Any, libs: Any, models: dict[str, Path]
 ) -> None:

@@ -29,6 +29,7 @@ PUBLIC = (
     "GenerateOptions",
     "GenerationMetrics",
     "GenerationResult",
+    "PromptReuse",
     "LLAMA_CPP_RELEASE",
     "LLAMA_CPP_TAG",
     "LLAMA_DEFAULT_SEED",
@@ -80,7 +81,6 @@ PRIVATE = (
     "_LineJoiner",
     "_LlamaLog",
     "_MTP_FUNCTIONS",
-    "_MtpWrapper",
     "_STRATEGY_FUNCTIONS",
     "_check",
     "_check_mix",
@@ -102,6 +102,7 @@ MODULES = (
     "model",
     "results",
     "sampling",
+    "session",
     "speculative",
 )
 

@@ -94,6 +94,7 @@ from .results import FinishReason as FinishReason
 from .results import GenerateOptions as GenerateOptions
 from .results import GenerationMetrics as GenerationMetrics
 from .results import GenerationResult as GenerationResult
+from .results import PromptReuse as PromptReuse
 from .results import StrategyMetrics as StrategyMetrics
 from .results import Stream as Stream
 from .results import TokenCallback as TokenCallback
@@ -107,6 +108,5 @@ from .speculative import SpeculativeDecoding as SpeculativeDecoding
 from .speculative import Strategy as Strategy
 from .speculative import _check_mix as _check_mix
 from .speculative import _mtp_wrapper as _mtp_wrapper
-from .speculative import _MtpWrapper as _MtpWrapper
 from .speculative import _refused_statuses as _refused_statuses
 from .speculative import strategy_support as strategy_support

@@ -22,6 +22,7 @@ from .results import (
     FinishReason,
     GenerationMetrics,
     GenerationResult,
+    PromptReuse,
     StrategyMetrics,
     TokenCallback,
 )
@@ -80,6 +81,8 @@ class _Run:
         self.accepted = 0
         self.steps = 0
         self.strategies: tuple[StrategyMetrics, ...] = ()
+        self.reused = 0  # prompt tokens the context already held
+        self.reuse = PromptReuse.OFF
         self.started = time.perf_counter()
         self.prompt_seconds = 0.0
         self.generation_started = self.started
@@ -190,6 +193,8 @@ class _Run:
             accepted_tokens=self.accepted,
             steps=self.steps,
             strategies=self.strategies,
+            reused_prompt_tokens=self.reused,
+            prompt_reuse=self.reuse,
             prompt_seconds=self.prompt_seconds,
             generation_seconds=elapsed,
         )

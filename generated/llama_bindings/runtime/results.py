@@ -7,6 +7,7 @@ the :class:`Stream` of its text."""
 from __future__ import annotations
 
 import enum
+import logging
 import threading
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
     from .sampling import Sampling
 
 LLAMA_CPP_TAG: Final = LLAMA_CPP_RELEASE
+# the runtime's logger (llama_bindings.runtime): each generation's metrics, at INFO
+LOGGER: Final = logging.getLogger(__name__.rpartition(".")[0])
 # on_token's token for the text still held back when a generation ends after its last token
 TAIL_TOKEN: Final = -1
 
@@ -51,9 +54,22 @@ def _role_content(message: ChatMessage | Mapping[str, str]) -> tuple[str, str]:
         ) from None
 
 
+class PromptReuse(enum.StrEnum):
+    """How a generation's prompt met what the context held (``reuse_prefix``)."""
+
+    OFF = "off"  # reuse_prefix=False: the context was cleared
+    NONE = "none"  # nothing in common (the first generation, or another conversation)
+    KEPT = "kept"  # the common prefix stayed in the context's memory
+    CHECKPOINT = "checkpoint"  # restored from a checkpoint inside the common prefix
+    FULL = "full"  # a prefix was in common, but the memory could not keep it and no checkpoint
+    # covered it: decoded in full
+
+
 @dataclass(frozen=True)
 class GenerationMetrics:
-    """What one generation did. ``steps``: target decode steps after the prompt."""
+    """What one generation did. ``steps``: target decode steps after the prompt;
+    ``reused_prompt_tokens``: prompt tokens the context already held (not decoded again), and
+    ``prompt_reuse`` how (:class:`PromptReuse`)."""
 
     llama_cpp_tag: str
     mtp: bool
@@ -69,6 +85,13 @@ class GenerationMetrics:
     # per strategy, in the order they are asked (empty without speculation, or with a
     # first-release wrapper, which runs draft-mtp alone and has no per-strategy counters)
     strategies: tuple[StrategyMetrics, ...] = ()
+    reused_prompt_tokens: int = 0
+    prompt_reuse: PromptReuse = PromptReuse.OFF
+
+    @property
+    def decoded_prompt_tokens(self) -> int:
+        """Prompt tokens this generation decoded (those not reused)."""
+        return self.prompt_tokens - self.reused_prompt_tokens
 
     @property
     def acceptance_rate(self) -> float:
@@ -96,6 +119,8 @@ class GenerationMetrics:
             "drafts": self.drafts,
             "backend_sampled_drafts": self.backend_sampled_drafts,
             "strategies": [s.as_dict() for s in self.strategies],
+            "reused_prompt_tokens": self.reused_prompt_tokens,
+            "prompt_reuse": self.prompt_reuse.value,
         }
 
 

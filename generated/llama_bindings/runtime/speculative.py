@@ -9,16 +9,18 @@ from __future__ import annotations
 import errno
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Protocol, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from .. import constants
 from .._about import MTP_API
 from .._ffi import SYMBOL_ERRORS
 from ..constants import MTP_DRAFT_CONTEXT, MTP_STRATEGY_TYPES, SpeculativeMode
-from ..errors import LlamaUnsupportedError
-from .results import LLAMA_CPP_TAG
+from ..errors import LlamaRuntimeError, LlamaUnsupportedError
+from ..lifetimes import NativeObject
+from .results import LLAMA_CPP_TAG, StrategyMetrics
 
 if TYPE_CHECKING:
+    from ..api import LlamaMtpLibrary
     from ..loader import Libraries
     from .model import Model
 
@@ -208,28 +210,6 @@ def _check_mix(strategies: tuple[Strategy, ...], draft_model: Model | None) -> N
         raise ValueError("draft_model is set, but no strategy uses it (draft-simple does)")
 
 
-class _MtpWrapper(Protocol):
-    """The part of the ``llama_mtp`` library (llama_mtp.h) the MTP path uses."""
-
-    def llama_mtp_default_params(self, params: Any, /) -> int: ...
-    def llama_mtp_create(self, ctx_tgt: Any, params: Any, out: Any, /) -> int: ...
-    def llama_mtp_free(self, mtp: Any, /) -> None: ...
-    def llama_mtp_process(self, mtp: Any, batch: Any, /) -> int: ...
-    def llama_mtp_begin(self, mtp: Any, seq_id: int, prompt: Any, n_prompt: int, /) -> int: ...
-    def llama_mtp_step(
-        self, mtp: Any, seq_id: int, smpl: Any, id_last: int, n_past: int,
-        tokens: Any, capacity: int, n_tokens: Any, /,
-    ) -> int: ...  # fmt: skip
-    def llama_mtp_seq_rm(self, mtp: Any, seq_id: int, p0: int, p1: int, /) -> int: ...
-    def llama_mtp_get_stats(self, mtp: Any, stats: Any, /) -> int: ...
-    def llama_mtp_reset_stats(self, mtp: Any, /) -> int: ...
-    def llama_mtp_last_error(self) -> Any: ...
-    def llama_mtp_default_strategy(self, type: int, strategy: Any, /) -> int: ...
-    def llama_mtp_n_strategies(self, mtp: Any, /) -> int: ...
-    def llama_mtp_get_strategy_stats(self, mtp: Any, index: int, stats: Any, /) -> int: ...
-    def llama_mtp_strategy_supported(self, type: int, /) -> int: ...
-
-
 def strategy_support(kind: SpeculativeMode | str, libs: Libraries) -> str | None:
     """None when the libraries run speculative strategy ``kind`` (given a suitable model); else
     the reason they do not: a release without the MTP API or the wrapper, a strategy this
@@ -249,7 +229,7 @@ def strategy_support(kind: SpeculativeMode | str, libs: Libraries) -> str | None
     return str(libs.ffi.string(wrapper.llama_mtp_last_error()).decode("utf-8", "replace"))
 
 
-def _mtp_wrapper(libs: Libraries, what: str, strategies: bool = False) -> _MtpWrapper:
+def _mtp_wrapper(libs: Libraries, what: str, strategies: bool = False) -> LlamaMtpLibrary:
     """The wrapper library, or LlamaUnsupportedError saying why the MTP path cannot run."""
     if not MTP_API:
         raise LlamaUnsupportedError(
@@ -272,4 +252,135 @@ def _mtp_wrapper(libs: Libraries, what: str, strategies: bool = False) -> _MtpWr
                 f"the llama_mtp wrapper these bindings declare has no {name}: speculative mode "
                 f"{what} needs the wrapper of llama-bindgen's native_wrapper (a newer build)"
             ) from None
-    return cast(_MtpWrapper, library)
+    return cast("LlamaMtpLibrary", library)
+
+
+class Sidecar:
+    """The ``llama_mtp`` sidecar of one context: created against the context's handle with the
+    options' strategies, freed before it (:class:`NativeObject`); every wrapper call the decode
+    loops make goes through here, each status checked."""
+
+    def __init__(
+        self, wrapper: LlamaMtpLibrary, ffi: Any, target: NativeObject, options: SpeculativeDecoding
+    ) -> None:
+        self.wrapper = wrapper
+        self.ffi = ffi
+        self.options = options
+        params = ffi.new("struct llama_mtp_params *")
+        params.struct_size = ffi.sizeof("struct llama_mtp_params")
+        self.check(wrapper.llama_mtp_default_params(params), "default_params")
+        params.n_max = options.draft_token_max
+        params.n_min = options.draft_token_min
+        params.p_min = options.p_min
+        if options.backend_sampling is not None:  # else the release's own default
+            params.backend_sampling = 1 if options.backend_sampling else 0
+        params.n_seq = 1
+        keep: list[Any] = []  # cdata the call reads (strategy array, file names)
+        if options.kinds != (SpeculativeMode.DRAFT_MTP,):
+            strategies = cast(tuple[Strategy, ...], options.strategies)
+            array = ffi.new("struct llama_mtp_strategy[]", len(strategies))
+            for i, strategy in enumerate(strategies):
+                self._fill_strategy(array + i, strategy, keep)
+            keep.append(array)
+            params.strategies = array
+            params.n_strategies = len(strategies)
+            if options.draft_model is not None:
+                params.draft_model = options.draft_model.handle
+            params.draft_n_ctx = options.draft_n_ctx
+        out = ffi.new("struct llama_mtp **")
+        status = wrapper.llama_mtp_create(target.pointer, params, out)
+        if status in _refused_statuses():
+            raise LlamaUnsupportedError(self.error())
+        self.check(status, "create")
+        self.native = NativeObject("speculative sidecar", out[0], wrapper.llama_mtp_free, ffi.NULL)
+        self.native.depends_on(target)  # freed before the context it drafts for
+
+    def _fill_strategy(self, item: Any, strategy: Strategy, keep: list[Any]) -> None:
+        item.struct_size = self.ffi.sizeof("struct llama_mtp_strategy")
+        status = self.wrapper.llama_mtp_default_strategy(MTP_STRATEGY_TYPES[strategy.kind], item)
+        self.check(status, "default_strategy")
+        for name in ("size_n", "size_m", "min_hits", "n_match", "mod_n_min", "mod_n_max"):
+            value = getattr(strategy, name)
+            if value is not None:
+                setattr(item, name, value)
+        for name in ("cache_static", "cache_dynamic"):
+            path = getattr(strategy, name)
+            if path is not None:
+                text = self.ffi.new("char[]", os.fsencode(path))
+                keep.append(text)
+                setattr(item, name, text)
+
+    @property
+    def handle(self) -> Any:
+        """The ``llama_mtp *``; :class:`LlamaClosedError` once freed."""
+        return self.native.pointer
+
+    def error(self) -> str:
+        return str(self.ffi.string(self.wrapper.llama_mtp_last_error()).decode("utf-8", "replace"))
+
+    def check(self, status: int, what: str) -> None:
+        if status != constants.LLAMA_MTP_STATUS_OK:
+            raise LlamaRuntimeError(f"llama_mtp_{what} failed ({status}): {self.error()}")
+
+    def draft_context(self) -> Any:
+        """The draft or MTP context the sidecar owns (``ffi.NULL`` for n-gram strategies)."""
+        try:
+            return self.wrapper.llama_mtp_get_context(self.handle)
+        except SYMBOL_ERRORS:  # a wrapper without it: its draft context is not checkpointed
+            return self.ffi.NULL
+
+    def seq_rm(self, p0: int) -> bool:
+        """Remove positions ``p0``.. of sequence 0 from the target and the draft context; False
+        when llama.cpp refused (then the wrapper removed nothing from the target)."""
+        status = self.wrapper.llama_mtp_seq_rm(self.handle, 0, p0, -1)
+        return bool(status == constants.LLAMA_MTP_STATUS_OK)
+
+    def process(self, batch: Any) -> None:
+        """Mirror a batch just decoded on the target."""
+        self.check(
+            self.wrapper.llama_mtp_process(self.handle, self.ffi.addressof(batch)), "process"
+        )
+
+    def begin(self, tokens: list[int]) -> None:
+        """Start a generation on sequence 0 after ``tokens`` (what the target holds)."""
+        prompt = self.ffi.new("llama_token[]", tokens) if tokens else self.ffi.NULL
+        self.check(self.wrapper.llama_mtp_begin(self.handle, 0, prompt, len(tokens)), "begin")
+        self.check(self.wrapper.llama_mtp_reset_stats(self.handle), "reset_stats")
+
+    def step(self, sampler: Any, id_last: int, n_past: int, out: Any, cap: int, n_out: Any) -> int:
+        """One draft/verify step (its status: the caller decides what a failure means)."""
+        return int(
+            self.wrapper.llama_mtp_step(self.handle, 0, sampler, id_last, n_past, out, cap, n_out)
+        )
+
+    def stats(self) -> Any:
+        stats = self.ffi.new("struct llama_mtp_stats *")
+        stats.struct_size = self.ffi.sizeof("struct llama_mtp_stats")
+        self.check(self.wrapper.llama_mtp_get_stats(self.handle, stats), "get_stats")
+        return stats
+
+    def strategy_metrics(self) -> tuple[StrategyMetrics, ...]:
+        """Each strategy's drafts and tokens of the last generation (none from a first-release
+        wrapper)."""
+        wrapper = self.wrapper
+        try:
+            for name in _STRATEGY_FUNCTIONS:
+                getattr(wrapper, name)
+        except SYMBOL_ERRORS:
+            return ()  # a first-release wrapper (draft-mtp alone): no per-strategy counters
+        kinds = {value: kind for kind, value in MTP_STRATEGY_TYPES.items()}
+        stats = self.ffi.new("struct llama_mtp_strategy_stats *")
+        found = []
+        for index in range(int(wrapper.llama_mtp_n_strategies(self.handle))):
+            stats.struct_size = self.ffi.sizeof("struct llama_mtp_strategy_stats")
+            status = wrapper.llama_mtp_get_strategy_stats(self.handle, index, stats)
+            self.check(status, "get_strategy_stats")
+            found.append(
+                StrategyMetrics(
+                    kinds[int(stats.type)],
+                    int(stats.n_drafts),
+                    int(stats.n_drafted),
+                    int(stats.n_accepted),
+                )
+            )
+        return tuple(found)

@@ -3,19 +3,17 @@ generation entry points; the decode loops are in :mod:`.decoding`)."""
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 from collections.abc import Generator, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Final, Unpack, cast
+from typing import TYPE_CHECKING, Any, Unpack, cast
 
-from .. import constants
 from .._about import MTP_API
 from .._ffi import SYMBOL_ERRORS
-from ..constants import LLAMA_DEFAULT_SEED, MTP_STRATEGY_TYPES, SpeculativeMode
+from ..constants import LLAMA_DEFAULT_SEED, SpeculativeMode
 from ..errors import LlamaLoadError, LlamaRuntimeError, LlamaUnsupportedError
 from ..lifetimes import NativeObject
-from ..outputs import TokenLogprob, check_top, normalized, token_logprob
+from ..outputs import check_top, normalized
 from ..params import (
     FLASH_ATTN_CHOICES,
     RopeScaling,
@@ -31,7 +29,7 @@ from ..params import (
 from .llama_log import _LLAMA_LOG
 from .model import Model
 from .results import (
-    Cancellation,
+    LOGGER,
     ChatMessages,
     ChatOptions,
     GenerateOptions,
@@ -39,20 +37,15 @@ from .results import (
     Stream,
 )
 from .sampling import Sampling
-from .speculative import (
-    SpeculativeDecoding,
-    Strategy,
-    _mtp_wrapper,
-    _MtpWrapper,
-    _refused_statuses,
-)
+from .session import NativeSession, _fill_batch
+from .speculative import Sidecar, SpeculativeDecoding, _mtp_wrapper
 
 if TYPE_CHECKING:
-    from ..api import LlamaLibrary
-    from .generation import _Plan, _Run
+    from ..api import LlamaLibrary, LlamaMtpLibrary
+    from .generation import _Plan
+    from .results import Cancellation
 
-# the runtime's logger (llama_bindings.runtime): each generation's metrics, at INFO
-LOGGER: Final = logging.getLogger(__name__.rpartition(".")[0])
+__all__ = ["LOGGER", "Context"]
 
 
 class Context:
@@ -104,8 +97,7 @@ class Context:
         self.speculative = speculative if speculative is not None else SpeculativeDecoding()
         self.ffi: Any = model.ffi
         self.llama: LlamaLibrary = model.llama
-        self._mtp_lib: _MtpWrapper | None = None
-        self._history: list[int] = []
+        self._mtp_lib: LlamaMtpLibrary | None = None
         self._cancel: Cancellation | None = None
         self._busy = False
         self._embeddings = embeddings
@@ -152,13 +144,14 @@ class Context:
         # failure: a collected callback called from C). It is registered only while a generation
         # with a Cancellation runs: llama.cpp calls it many times per token, which costs time.
         self._abort_callback: Any = self.ffi.callback("bool(void *)", self._should_abort)
-        self._mtp_native: NativeObject | None = None
+        self._sidecar: Sidecar | None = None
         if self._mtp_lib is not None:
             try:
-                self._create_mtp(self._mtp_lib)
+                self._sidecar = Sidecar(self._mtp_lib, self.ffi, self._native, self.speculative)
             except BaseException:
                 self.close()
                 raise
+        self._session = NativeSession(model, self._native, bool(getattr(params, "swa_full", True)))
 
     def _set_options(
         self,
@@ -214,7 +207,7 @@ class Context:
         }
         return {**self._requested, **found}
 
-    def _check_mtp_supported(self, model: Model, n_seq_max: int) -> _MtpWrapper:
+    def _check_mtp_supported(self, model: Model, n_seq_max: int) -> LlamaMtpLibrary:
         kinds = self.speculative.kinds
         what = ", ".join(k.value for k in kinds)
         wrapper = _mtp_wrapper(model.libs, what, kinds != (SpeculativeMode.DRAFT_MTP,))
@@ -236,64 +229,6 @@ class Context:
             )
         return wrapper
 
-    def _create_mtp(self, wrapper: _MtpWrapper) -> None:
-        params = self.ffi.new("struct llama_mtp_params *")
-        params.struct_size = self.ffi.sizeof("struct llama_mtp_params")
-        self._mtp_check(wrapper, wrapper.llama_mtp_default_params(params), "default_params")
-        params.n_max = self.speculative.draft_token_max
-        params.n_min = self.speculative.draft_token_min
-        params.p_min = self.speculative.p_min
-        if self.speculative.backend_sampling is not None:  # else the release's own default
-            params.backend_sampling = 1 if self.speculative.backend_sampling else 0
-        params.n_seq = 1
-        keep: list[Any] = []  # cdata the call reads (strategy array, file names)
-        if self.speculative.kinds != (SpeculativeMode.DRAFT_MTP,):
-            strategies = cast(tuple[Strategy, ...], self.speculative.strategies)
-            array = self.ffi.new("struct llama_mtp_strategy[]", len(strategies))
-            for i, strategy in enumerate(strategies):
-                self._fill_strategy(wrapper, array + i, strategy, keep)
-            keep.append(array)
-            params.strategies = array
-            params.n_strategies = len(strategies)
-            draft = self.speculative.draft_model
-            if draft is not None:
-                params.draft_model = draft.handle
-            params.draft_n_ctx = self.speculative.draft_n_ctx
-        out = self.ffi.new("struct llama_mtp **")
-        status = wrapper.llama_mtp_create(self.handle, params, out)
-        if status in _refused_statuses():
-            raise LlamaUnsupportedError(self._mtp_error(wrapper))
-        self._mtp_check(wrapper, status, "create")
-        self._mtp_native = NativeObject(
-            "speculative sidecar", out[0], wrapper.llama_mtp_free, self.ffi.NULL
-        )
-        self._mtp_native.depends_on(self._native)  # freed before the context it drafts for
-
-    def _fill_strategy(
-        self, wrapper: _MtpWrapper, item: Any, strategy: Strategy, keep: list[Any]
-    ) -> None:
-        item.struct_size = self.ffi.sizeof("struct llama_mtp_strategy")
-        status = wrapper.llama_mtp_default_strategy(MTP_STRATEGY_TYPES[strategy.kind], item)
-        self._mtp_check(wrapper, status, "default_strategy")
-        for name in ("size_n", "size_m", "min_hits", "n_match", "mod_n_min", "mod_n_max"):
-            value = getattr(strategy, name)
-            if value is not None:
-                setattr(item, name, value)
-        for name in ("cache_static", "cache_dynamic"):
-            path = getattr(strategy, name)
-            if path is not None:
-                text = self.ffi.new("char[]", os.fsencode(path))
-                keep.append(text)
-                setattr(item, name, text)
-
-    def _mtp_error(self, wrapper: _MtpWrapper) -> str:
-        return str(self.ffi.string(wrapper.llama_mtp_last_error()).decode("utf-8", "replace"))
-
-    def _mtp_check(self, wrapper: _MtpWrapper, status: int, what: str) -> None:
-        if status != constants.LLAMA_MTP_STATUS_OK:
-            message = self._mtp_error(wrapper)
-            raise LlamaRuntimeError(f"llama_mtp_{what} failed ({status}): {message}")
-
     def _should_abort(self, _data: Any) -> bool:
         cancel = self._cancel
         return cancel is not None and cancel.cancelled
@@ -302,13 +237,6 @@ class Context:
     def handle(self) -> Any:
         """The ``llama_context *``; :class:`LlamaClosedError` once the context is closed."""
         return self._native.pointer
-
-    @property
-    def _mtp(self) -> Any:
-        """The wrapper's ``llama_mtp *`` (MTP contexts only)."""
-        if self._mtp_native is None:
-            raise LlamaRuntimeError("the context has no speculative sidecar")
-        return self._mtp_native.pointer
 
     @property
     def closed(self) -> bool:
@@ -323,28 +251,31 @@ class Context:
     def n_ctx(self) -> int:
         return int(self.llama.llama_n_ctx(self.handle))
 
-    def _unsupported_with_mtp(self, what: str) -> None:
-        if self.mtp_enabled:
-            raise LlamaUnsupportedError(
-                f"{what} is not supported with speculative decoding (the draft strategies' "
-                "state is not saved or reused with the target's)"
-            )
-
     def save_state(self) -> bytes:
-        """The context's state (KV cache, recurrent state, outputs). Not with MTP."""
-        self._unsupported_with_mtp("saving the state")
+        """The context's state (KV cache, recurrent state, outputs). Not yet with speculative
+        decoding (the sidecar's state is not part of it)."""
+        self._unsupported_with_sidecar("saving the state")
         size = int(self.llama.llama_state_get_size(self.handle))
         buf = self.ffi.new("uint8_t[]", size)
         written = int(self.llama.llama_state_get_data(self.handle, buf, size))
         return bytes(self.ffi.buffer(buf, written))
 
     def load_state(self, state: bytes, tokens: Sequence[int]) -> None:
-        """Restore a state saved with :meth:`save_state` that holds ``tokens``. Not with MTP."""
-        self._unsupported_with_mtp("loading a state")
+        """Restore a state saved with :meth:`save_state` that holds ``tokens``. Not yet with
+        speculative decoding."""
+        self._unsupported_with_sidecar("loading a state")
         buf = self.ffi.from_buffer(state)
         if int(self.llama.llama_state_set_data(self.handle, buf, len(state))) != len(state):
             raise LlamaRuntimeError("llama_state_set_data rejected the state")
-        self._history = list(tokens)
+        self._session.history = list(tokens)
+        self._session.checkpoints = []
+
+    def _unsupported_with_sidecar(self, what: str) -> None:
+        if self.mtp_enabled:
+            raise LlamaUnsupportedError(
+                f"{what} is not supported with speculative decoding yet (the sidecar's draft "
+                "context and strategy state are not saved with the target's)"
+            )
 
     @property
     def pooling(self) -> str:
@@ -423,9 +354,7 @@ class Context:
         """Every token of ``tokens`` through the model, alone in sequence 0, outputs on."""
         if self._busy:
             raise LlamaRuntimeError("the context is generating already (a stream is open)")
-        self.llama.llama_memory_clear(self.llama.llama_get_memory(self.handle), True)
-        from .decoding import _fill_batch  # see _plan
-
+        self._session.clear(None)
         batch = self.llama.llama_batch_init(len(tokens), 0, 1)
         try:
             _fill_batch(batch, tokens, 0, outputs="all")
@@ -453,9 +382,12 @@ class Context:
         (default: greedy); ``temperature``, ``top_k`` and ``seed`` are shorthands for its fields
         (not with ``sampling``). ``sampler``: a caller's own ``llama_sampler`` chain instead, used
         as it is (not reset, not freed; it must select a token, e.g. end with greedy or dist).
-        ``grammar``: a GBNF grammar (root rule ``root``). ``reuse_prefix``: keep
-        the part of the context that equals the start of this prompt instead of clearing it, not
-        with MTP. ``cancel``: a :class:`Cancellation`.
+        ``grammar``: a GBNF grammar (root rule ``root``). ``reuse_prefix`` (default
+        True): keep the longest common prefix of what the context holds and this prompt, and
+        decode only the rest, with every speculative mode too (see :class:`PromptReuse`; False
+        clears the context first). ``logprobs``: the log-probability of each token and of the
+        ``logprobs`` most likely ones (with speculative decoding too: from the rows the target
+        verified the draft with). ``cancel``: a :class:`Cancellation`.
         """
         steps = self._steps(self._plan(prompt, options))
         while True:
@@ -497,13 +429,17 @@ class Context:
                     f"prompt {i} ({len(plan.tokens)} tokens) does not fit a sequence's "
                     f"{room} cells (n_ctx {self.n_ctx} over n_seq_max {n_seq_max})"
                 )
-        from .decoding import generate_sequences  # see _plan
+        from .decoding import generate_sequences, log_metrics, running  # see _plan
 
         self._busy = True
         try:
-            return generate_sequences(self, plans, room)
+            with running(self, plans[0].cancel):  # the same options for every sequence
+                results = generate_sequences(self, plans, room)
         finally:
             self._busy = False
+        for i, result in enumerate(results):
+            log_metrics(result, f"sequence {i} of a batch")
+        return results
 
     def _n_ctx_seq(self) -> int:
         try:
@@ -549,12 +485,9 @@ class Context:
         if max_tokens < 0:
             raise ValueError("max_tokens must be >= 0")
         grammar = options.get("grammar")
-        reuse_prefix = options.get("reuse_prefix", False)
-        if reuse_prefix:
-            self._unsupported_with_mtp("prompt-prefix reuse")
+        reuse_prefix = options.get("reuse_prefix", True)
+        check_flag(reuse_prefix, "reuse_prefix")
         logprobs = check_top(options.get("logprobs"))
-        if logprobs is not None:
-            self._unsupported_with_mtp("log-probabilities")
         if self._embeddings:
             raise LlamaUnsupportedError(
                 "this context was created with embeddings=True, for embed(): create another "
@@ -592,52 +525,35 @@ class Context:
         """The generation: yields released text after every step, returns the result."""
         if self._busy:  # a stream made earlier may have started since this one was checked
             raise LlamaRuntimeError("the context is generating already (a stream is open)")
-        from .decoding import generate_mtp, generate_plain  # see _plan
+        from .decoding import generate_mtp, generate_plain, log_metrics, running  # see _plan
         from .generation import _Run
 
         self._busy = True
         sampler = plan.sampler
-        cancel = plan.cancel
         try:
             if plan.sampling is not None:
                 sampler = self._build_sampler(plan.sampling, plan.grammar)
-            self._cancel = cancel
-            if cancel is not None:
-                self.llama.llama_set_abort_callback(
-                    self.handle, self._abort_callback, self.ffi.NULL
-                )
-            run = _Run(self, plan.stop, plan.on_token, cancel, plan.max_tokens, plan.logprobs)
-            if self._mtp_lib is not None:
-                steps = generate_mtp(self, self._mtp_lib, plan.tokens, sampler, run)
+            run = _Run(self, plan.stop, plan.on_token, plan.cancel, plan.max_tokens, plan.logprobs)
+            session, sidecar = self._session, self._sidecar
+            if sidecar is not None:
+                steps = generate_mtp(session, sidecar, plan.tokens, sampler, run, plan.reuse_prefix)
             else:
-                steps = generate_plain(self, plan.tokens, sampler, run, plan.reuse_prefix)
+                steps = generate_plain(session, plan.tokens, sampler, run, plan.reuse_prefix)
             native = self._native  # marks the thread inside llama.cpp between the yields
-            native.active_thread = threading.get_ident()
-            for _ in steps:
-                native.active_thread = None
-                yield from run.take()
-                native.active_thread = threading.get_ident()
+            with running(self, plan.cancel):
+                for _ in steps:
+                    native.active_thread = None
+                    yield from run.take()
+                    native.active_thread = threading.get_ident()
             run.end_text()
             yield from run.take()
             seed = int(self.llama.llama_sampler_get_seed(sampler))
         finally:
-            if cancel is not None and self._native.alive:
-                self.llama.llama_set_abort_callback(self.handle, self.ffi.NULL, self.ffi.NULL)
-            self._native.active_thread = None
-            self._cancel = None
             if plan.sampler is None and sampler is not None:
                 self.llama.llama_sampler_free(sampler)
             self._busy = False
         result = run.result(self.mtp_enabled, len(plan.tokens), seed)
-        metrics = result.metrics
-        LOGGER.info(
-            "generation: llama.cpp %s, mtp %s, %d prompt + %d generated tokens, %d drafted, "
-            "%d accepted (acceptance %.3f), %d steps, %.1f tokens/s, finish %s",
-            metrics.llama_cpp_tag, "on" if metrics.mtp else "off", metrics.prompt_tokens,
-            metrics.generated_tokens, metrics.drafted_tokens, metrics.accepted_tokens,
-            metrics.acceptance_rate, metrics.steps, metrics.tokens_per_second,
-            result.finish_reason.value,
-        )  # fmt: skip
+        log_metrics(result)
         return result
 
     def _build_sampler(self, sampling: Sampling, grammar: str | None) -> Any:
@@ -686,16 +602,6 @@ class Context:
         yield llama.llama_sampler_init_dist(
             sampling.seed if sampling.seed is not None else LLAMA_DEFAULT_SEED
         )
-
-    def _logprob(self, run: _Run, token: int, row: int) -> TokenLogprob | None:
-        """``token``'s log-probability from the logits of batch row ``row`` (when asked for)."""
-        if run.top_logprobs is None:
-            return None
-        logits = self.llama.llama_get_logits_ith(self.handle, row)
-        return token_logprob(self.ffi, logits, self.model.n_vocab, token, run.top_logprobs)
-
-    def _decode(self, batch: Any) -> int:
-        return int(self.llama.llama_decode(self.handle, batch))
 
     def close(self) -> None:
         """Free the context (and its speculative sidecar); a second call does nothing."""

@@ -1,0 +1,229 @@
+"""The native side of one :class:`Context`'s generations: its llama.cpp handle, the tokens its
+memory holds for sequence 0, prompt decoding in batches (the one chunk loop every decode loop
+uses), log-probabilities of a decoded row, and prompt-prefix reuse.
+
+Prefix reuse keeps the longest common prefix of what the context holds and the next prompt, in
+the target's memory and in the speculative sidecar's (its draft or MTP context, trimmed to the
+same position by ``llama_mtp_seq_rm``; the n-gram strategies start again from the whole prompt at
+``llama_mtp_begin``). Memory that cannot be cut at an arbitrary position (the recurrent layers of
+hybrid models such as qwen35, a sliding-window cache without ``swa_full``) is restored from a
+checkpoint instead: the part of the state llama.cpp cannot roll back
+(``LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY``), saved where a prompt and where a reply ends, as
+llama.cpp's server does with its context checkpoints. Where no checkpoint covers the common
+prefix the prompt is decoded in full, and the result's metrics say so (:class:`PromptReuse`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from .. import constants
+from .._ffi import SYMBOL_ERRORS
+from ..errors import LlamaRuntimeError
+from ..lifetimes import NativeObject
+from ..outputs import TokenLogprob, token_logprob
+from .results import PromptReuse
+
+if TYPE_CHECKING:
+    from .generation import _Run
+    from .model import Model
+    from .speculative import Sidecar
+
+# Checkpoints kept per context (the newest; two are taken per generation).
+MAX_CHECKPOINTS: Final = 8
+
+
+@dataclass(frozen=True)
+class _Checkpoint:
+    """The partial state of sequence 0 after its first ``n_tokens`` tokens: the target's and,
+    with a draft-context strategy, the sidecar's draft context's (empty: none)."""
+
+    n_tokens: int
+    target: bytes
+    draft: bytes
+
+
+def _fill_batch(
+    batch: Any, tokens: Sequence[int], pos0: int, *, outputs: str = "last", seq: int = 0
+) -> None:
+    """One sequence (``seq``), positions from ``pos0``, outputs (logits or embeddings) for the
+    last token only or for ``"all"``. The flat arrays are filled by cffi slice assignment (one
+    call each, not one per token)."""
+    n = len(tokens)
+    batch.token[0:n] = tokens
+    batch.pos[0:n] = range(pos0, pos0 + n)
+    batch.n_seq_id[0:n] = [1] * n
+    batch.logits[0:n] = [1] * n if outputs == "all" else [0] * (n - 1) + [1]
+    seq_id = batch.seq_id
+    for i in range(n):
+        seq_id[i][0] = seq
+    batch.n_tokens = n
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+class NativeSession:
+    """What a context's memory holds and the calls that change it; every decode loop goes
+    through one (see the module's text)."""
+
+    def __init__(self, model: Model, native: NativeObject, swa_full: bool) -> None:
+        self.llama = model.llama
+        self.ffi: Any = model.ffi
+        self.native = native
+        self.n_vocab = model.n_vocab
+        self.history: list[int] = []  # the tokens sequence 0 holds, from position 0
+        self.checkpoints: list[_Checkpoint] = []
+        handle = model.handle
+        recurrent = bool(self.llama.llama_model_is_recurrent(handle)) or bool(
+            self.llama.llama_model_is_hybrid(handle)
+        )
+        n_swa = int(self.llama.llama_model_n_swa(handle))
+        self.n_swa = 0 if swa_full else n_swa  # > 0: a sliding-window cache that forgets
+        self.partial_flag: int | None = getattr(
+            constants, "LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY", None
+        )
+        self.needs_checkpoints = recurrent or self.n_swa > 0
+
+    @property
+    def handle(self) -> Any:
+        return self.native.pointer
+
+    def memory(self) -> Any:
+        return self.llama.llama_get_memory(self.handle)
+
+    def decode(self, batch: Any) -> int:
+        return int(self.llama.llama_decode(self.handle, batch))
+
+    def decode_prompt(
+        self,
+        batch: Any,
+        tokens: Sequence[int],
+        start: int,
+        run: _Run,
+        *,
+        seq: int = 0,
+        mirror: Callable[[Any], None] | None = None,
+    ) -> int | None:
+        """``tokens[start:]`` at positions ``start``.. of sequence ``seq``, one ``n_batch`` chunk
+        per ``llama_decode`` (each mirrored into the sidecar when ``mirror``); the batch row of
+        the last token's outputs, or None when cancelled. Sequence 0's history follows."""
+        n_batch = int(self.llama.llama_n_batch(self.handle))
+        last = 0
+        for begin in range(start, len(tokens), n_batch):
+            if run.cancelled():
+                return None
+            chunk = tokens[begin : begin + n_batch]
+            _fill_batch(batch, chunk, begin, seq=seq)
+            status = self.decode(batch)
+            if status != 0:
+                if run.cancelled():
+                    return None
+                raise LlamaRuntimeError(f"llama_decode failed ({status}) on prompt {seq}")
+            if mirror is not None:
+                mirror(batch)
+            if seq == 0:
+                self.history.extend(chunk)
+            last = len(chunk) - 1
+        return last
+
+    def logprob(self, run: _Run, token: int, row: int) -> TokenLogprob | None:
+        """``token``'s log-probability from the logits of batch row ``row`` (when asked for)."""
+        if run.top_logprobs is None:
+            return None
+        logits = self.llama.llama_get_logits_ith(self.handle, row)
+        return token_logprob(self.ffi, logits, self.n_vocab, token, run.top_logprobs)
+
+    # ---- prefix reuse ---------------------------------------------------------------------
+
+    def reuse(
+        self, tokens: Sequence[int], limit: int, wanted: bool, sidecar: Sidecar | None
+    ) -> tuple[int, PromptReuse]:
+        """Keep the longest common prefix (at most ``limit`` tokens) of the history and
+        ``tokens`` in the target and the sidecar, drop the rest; how many are kept and how."""
+        if not wanted:
+            self.clear(sidecar)
+            return 0, PromptReuse.OFF
+        common = min(_common_prefix(self.history, tokens), limit)
+        if common == 0:
+            self.clear(sidecar)
+            return 0, PromptReuse.NONE
+        if self._trim(common, sidecar):
+            return common, PromptReuse.KEPT
+        for checkpoint in reversed(self.checkpoints):
+            if 0 < checkpoint.n_tokens <= common:
+                if self._restore(checkpoint, sidecar) and self._trim(checkpoint.n_tokens, sidecar):
+                    return checkpoint.n_tokens, PromptReuse.CHECKPOINT
+                break
+        self.clear(sidecar)
+        return 0, PromptReuse.FULL
+
+    def _trim(self, keep: int, sidecar: Sidecar | None) -> bool:
+        """Cut sequence 0 (and the sidecar's) after ``keep`` tokens; False when llama.cpp
+        refuses, or when a sliding-window cache no longer holds the window position ``keep``
+        attends to."""
+        if self.n_swa > 0:
+            pos_min = int(self.llama.llama_memory_seq_pos_min(self.memory(), 0))
+            if pos_min > max(0, keep - self.n_swa):
+                return False
+        if sidecar is not None:
+            done = sidecar.seq_rm(keep)
+        else:
+            done = bool(self.llama.llama_memory_seq_rm(self.memory(), 0, keep, -1))
+        if done:
+            del self.history[keep:]
+            self.checkpoints = [c for c in self.checkpoints if c.n_tokens <= keep]
+        return done
+
+    def clear(self, sidecar: Sidecar | None) -> None:
+        """Empty sequence 0 everywhere (every sequence of a context without a sidecar)."""
+        if sidecar is not None:
+            sidecar.check(sidecar.wrapper.llama_mtp_seq_rm(sidecar.handle, 0, 0, -1), "seq_rm")
+        else:
+            self.llama.llama_memory_clear(self.memory(), True)
+        self.history = []
+        self.checkpoints = []
+
+    def checkpoint(self, sidecar: Sidecar | None) -> None:
+        """Save the partial state after the history (where it cannot be trimmed back to)."""
+        n = len(self.history)
+        if not self.needs_checkpoints or self.partial_flag is None or n == 0:
+            return
+        if self.checkpoints and self.checkpoints[-1].n_tokens == n:
+            return
+        draft = sidecar.draft_context() if sidecar is not None else self.ffi.NULL
+        try:
+            target = self._state(self.handle)
+            drafted = self._state(draft) if draft != self.ffi.NULL else b""
+        except SYMBOL_ERRORS:  # a release without llama_state_seq_*_ext: no checkpoints
+            self.partial_flag = None
+            return
+        self.checkpoints.append(_Checkpoint(n, target, drafted))
+        del self.checkpoints[:-MAX_CHECKPOINTS]
+
+    def _state(self, ctx: Any) -> bytes:
+        flag = self.partial_flag or 0
+        size = int(self.llama.llama_state_seq_get_size_ext(ctx, 0, flag))
+        buf = self.ffi.new("uint8_t[]", max(size, 1))
+        written = int(self.llama.llama_state_seq_get_data_ext(ctx, buf, size, 0, flag))
+        return bytes(self.ffi.buffer(buf, written))
+
+    def _restore(self, checkpoint: _Checkpoint, sidecar: Sidecar | None) -> bool:
+        parts = [(self.handle, checkpoint.target)]
+        if checkpoint.draft:
+            if sidecar is None:
+                return False
+            parts.append((sidecar.draft_context(), checkpoint.draft))
+        flag = self.partial_flag or 0
+        set_data = self.llama.llama_state_seq_set_data_ext
+        for ctx, data in parts:
+            if int(set_data(ctx, self.ffi.from_buffer(data), len(data), 0, flag)) == 0:
+                return False
+        return True

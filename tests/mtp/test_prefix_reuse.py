@@ -1,0 +1,165 @@
+"""Prompt-prefix reuse (on by default) with plain decoding and every speculative mode, and
+log-probabilities under speculation, on the synthetic models.
+
+The synthetic models are hybrid (qwen35: a recurrent layer whose state llama.cpp cannot cut at an
+arbitrary position), so these tests also cover the checkpoints: an append-only conversation keeps
+its whole prefix in place, a prompt that leaves the last reply restores the checkpoint taken
+where the last prompt ended, one that leaves the first prompt is decoded in full. Every expected
+output is computed in the same test, by a fresh context per turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]
+
+# Four user turns of an append-only conversation (token ids), the first one long like a system
+# prompt; each repeats a run so that the n-gram strategies draft.
+TURNS = (
+    [*range(10, 30), *range(10, 30), *range(10, 22)],
+    [40, 41, 42, 43, 40, 41],
+    [*range(60, 66), *range(60, 64)],
+    [90, 91, 92],
+)
+REPLY = 12
+MODES = (
+    "none",
+    "draft-mtp",
+    "ngram-simple",
+    "ngram-map-k",
+    "ngram-map-k4v",
+    "ngram-mod",
+    "ngram-cache",
+    "draft-simple",
+    "ngram-mod+draft-mtp",
+)
+# n-gram map strategies given keys short enough for these short turns
+SHORT_NGRAMS = ("ngram-simple", "ngram-map-k", "ngram-map-k4v")
+
+ContextFactory = Callable[[], Any]
+
+
+@contextmanager
+def _factory(
+    runtime: Any, libs: Any, models: dict[str, Path], mode: str
+) -> Iterator[ContextFactory]:
+    """A function making contexts of ``mode`` on the partial model (drafts accepted only
+    sometimes), all on one loaded model."""
+    with ExitStack() as stack:
+        mtp = "draft-mtp" in mode
+        model = stack.enter_context(runtime.Model(models["partial"], load_mtp=mtp, libs=libs))
+        options: dict[str, Any] = {"draft_token_max": 4}
+        if mode == "none":
+            spec = runtime.SpeculativeDecoding()
+        else:
+            if mode == "draft-simple":
+                options["draft_model"] = stack.enter_context(
+                    runtime.Model(models["draft"], libs=libs)
+                )
+            strategies = tuple(
+                runtime.Strategy(kind, size_n=3, size_m=6) if kind in SHORT_NGRAMS else kind
+                for kind in mode.split("+")
+            )
+            spec = runtime.SpeculativeDecoding(strategies=strategies, **options)
+
+        def make() -> Any:
+            return stack.enter_context(runtime.Context(model, n_ctx=512, speculative=spec))
+
+        yield make
+
+
+def _chat(make: ContextFactory, *, fresh: bool) -> list[Any]:
+    """The conversation: each turn's prompt is everything before plus the user's turn."""
+    ctx = make()
+    prompt: list[int] = []
+    results = []
+    for user in TURNS:
+        prompt = prompt + user
+        turn_ctx = make() if fresh else ctx
+        result = turn_ctx.generate(prompt, max_tokens=REPLY)
+        results.append(result)
+        prompt = prompt + list(result.tokens)
+    return results
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_chat_reuses_its_prefix_and_equals_fresh_contexts(
+    runtime: Any, libs: Any, models: dict[str, Path], mode: str
+) -> None:
+    with _factory(runtime, libs, models, mode) as make:
+        fresh = _chat(make, fresh=True)
+        reused = _chat(make, fresh=False)
+    assert [r.tokens for r in reused] == [r.tokens for r in fresh]
+    assert all(len(r.tokens) == REPLY for r in reused)
+    first, *later = reused
+    assert first.metrics.prompt_reuse == runtime.PromptReuse.NONE
+    assert first.metrics.decoded_prompt_tokens == len(TURNS[0])
+    for turn, result in zip(TURNS[1:], later, strict=True):
+        metrics = result.metrics
+        assert metrics.prompt_reuse == runtime.PromptReuse.KEPT
+        # the user's turn, and the previous reply's last token (sampled, not yet decoded)
+        assert metrics.decoded_prompt_tokens == len(turn) + 1
+        assert metrics.reused_prompt_tokens == metrics.prompt_tokens - len(turn) - 1
+    if mode != "none":
+        assert sum(r.metrics.drafted_tokens for r in reused) > 0
+
+
+@pytest.mark.parametrize("mode", ["none", "draft-mtp", "ngram-map-k", "draft-simple"])
+def test_a_prompt_that_leaves_the_last_reply_restores_a_checkpoint(
+    runtime: Any, libs: Any, models: dict[str, Path], mode: str
+) -> None:
+    """The recurrent layer cannot be cut inside the reply: the checkpoint taken where the last
+    prompt ended is restored and the rest decoded. One that leaves the first prompt has no
+    checkpoint inside the common part: decoded in full, and the metrics say so."""
+    with _factory(runtime, libs, models, mode) as make:
+        first = TURNS[0]
+        ctx = make()
+        reply = list(ctx.generate(first, max_tokens=REPLY).tokens)
+        edited = first + reply[:5] + [7, 8, 9]
+        again = ctx.generate(edited, max_tokens=REPLY)
+        other = [*first[:10], 5, 6]
+        third = ctx.generate(other, max_tokens=REPLY)
+        off = ctx.generate(other, max_tokens=REPLY, reuse_prefix=False)
+        expected = [make().generate(p, max_tokens=REPLY).tokens for p in (edited, other, other)]
+    assert [again.tokens, third.tokens, off.tokens] == expected
+    reuse = runtime.PromptReuse
+    assert again.metrics.prompt_reuse == reuse.CHECKPOINT
+    # the checkpoint holds every prompt token the first generation decoded before its replies
+    decoded_before_reply = len(first) - (0 if mode == "none" else 1)
+    assert again.metrics.reused_prompt_tokens == decoded_before_reply
+    assert (third.metrics.prompt_reuse, third.metrics.reused_prompt_tokens) == (reuse.FULL, 0)
+    assert (off.metrics.prompt_reuse, off.metrics.reused_prompt_tokens) == (reuse.OFF, 0)
+
+
+@pytest.mark.parametrize(
+    "mode", ["draft-mtp", "ngram-simple", "draft-simple", "ngram-mod+draft-mtp"]
+)
+def test_logprobs_under_speculation_equal_plain_decodings(
+    runtime: Any, libs: Any, models: dict[str, Path], mode: str
+) -> None:
+    """Taken from the rows the target verified the draft with: the same distribution as one
+    token per decode (the f32 test models' logits do not depend on the batch)."""
+    prompt = TURNS[0]
+    with _factory(runtime, libs, models, "none") as make:
+        plain = make().generate(prompt, max_tokens=REPLY, logprobs=3)
+    with _factory(runtime, libs, models, mode) as make:
+        ctx = make()
+        spec = ctx.generate(prompt, max_tokens=REPLY, logprobs=3)
+        pieces = list(ctx.stream(prompt, max_tokens=REPLY, logprobs=3))
+    assert spec.metrics.accepted_tokens > 0  # some tokens came from accepted drafts
+    assert spec.tokens == plain.tokens
+    assert plain.logprobs is not None and spec.logprobs is not None
+    for ours, theirs in zip(spec.logprobs, plain.logprobs, strict=True):
+        assert ours.token == theirs.token
+        assert ours.logprob == pytest.approx(theirs.logprob, abs=1e-4)
+        assert [t for t, _ in ours.top] == [t for t, _ in theirs.top]
+        for (_, a), (_, b) in zip(ours.top, theirs.top, strict=True):
+            assert a == pytest.approx(b, abs=1e-4)
+    streamed = tuple(entry for piece in pieces for entry in piece.logprobs)
+    assert [e.token for e in streamed] == [e.token for e in spec.logprobs]

@@ -1,0 +1,79 @@
+"""A multi-turn chat on a real model (Gemma 3 270M Q4_K_M, its chat template named): with the
+runtime's defaults each turn keeps the conversation so far in the context and decodes only what
+is new, plain and with n-gram speculation, and every reply equals a fresh context's.
+
+The model is loaded with ``use_extra_bufts=False``: llama.cpp's repacked CPU weights (its
+default) make a row's logits depend on the batch the row is decoded in, so decoding a prompt in
+two parts instead of one can change later tokens (see SpeculativeDecoding's docstring)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]
+
+THREADS = 2
+SYSTEM = (
+    "You are a helpful assistant for a small bakery. Answer in one short sentence. The bakery "
+    "opens at seven, closes at six, sells bread, cakes and coffee, and is closed on Mondays."
+)
+QUESTIONS = (
+    "When do you open?",
+    "Do you sell coffee?",
+    "Are you open on Monday?",
+    "What cakes do you have?",
+)
+REPLY = 24
+
+
+@pytest.fixture(scope="module")
+def gemma_flat(runtime: Any, libs: Any, gemma_model: Path) -> Iterator[Any]:
+    with runtime.Model(gemma_model, libs=libs, use_extra_bufts=False) as model:
+        yield model
+
+
+def _chat(runtime: Any, model: Any, speculative: Any, *, fresh: bool) -> list[Any]:
+    """Each turn's reply: one context for the whole chat, or a fresh one per turn."""
+
+    def context() -> Any:
+        return runtime.Context(model, n_ctx=1024, n_threads=THREADS, speculative=speculative)
+
+    messages: list[dict[str, str]] = [{"role": "system", "content": SYSTEM}]
+    replies = []
+    with context() as shared:
+        for question in QUESTIONS:
+            messages.append({"role": "user", "content": question})
+            if fresh:
+                with context() as ctx:
+                    reply = ctx.chat(messages, template="gemma", max_tokens=REPLY)
+            else:
+                reply = shared.chat(messages, template="gemma", max_tokens=REPLY)
+            replies.append(reply)
+            messages.append({"role": "assistant", "content": reply.text})
+    return replies
+
+
+@pytest.mark.parametrize("mode", ["none", "ngram-simple"])
+def test_a_chat_decodes_only_what_is_new(runtime: Any, gemma_flat: Any, mode: str) -> None:
+    strategies = () if mode == "none" else (runtime.Strategy(mode, size_n=3, size_m=8),)
+    speculative = runtime.SpeculativeDecoding(strategies=strategies)
+    fresh = _chat(runtime, gemma_flat, speculative, fresh=True)
+    reused = _chat(runtime, gemma_flat, speculative, fresh=False)
+    assert [r.tokens for r in reused] == [r.tokens for r in fresh]
+    assert [r.text for r in reused] == [r.text for r in fresh]
+    assert reused[0].metrics.prompt_reuse == runtime.PromptReuse.NONE
+    for previous, reply, alone in zip(reused, reused[1:], fresh[1:], strict=False):
+        metrics = reply.metrics
+        assert metrics.prompt_reuse == runtime.PromptReuse.KEPT
+        # the previous prompt stayed in the context: only the previous reply (as the template
+        # writes it back) and the new question were decoded
+        assert metrics.reused_prompt_tokens >= previous.metrics.prompt_tokens
+        new = metrics.prompt_tokens - previous.metrics.prompt_tokens
+        assert 0 < metrics.decoded_prompt_tokens <= new
+        assert alone.metrics.decoded_prompt_tokens == alone.metrics.prompt_tokens
+    if mode != "none":
+        assert sum(r.metrics.accepted_tokens for r in reused) > 0
