@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Generator, Sequence
 from typing import TYPE_CHECKING, Any, Unpack, cast
 
 from .._about import MTP_API
 from .._ffi import SYMBOL_ERRORS
-from ..constants import LLAMA_DEFAULT_SEED, SpeculativeMode
+from ..constants import SpeculativeMode
 from ..errors import LlamaLoadError, LlamaRuntimeError, LlamaUnsupportedError
 from ..lifetimes import NativeObject
 from ..outputs import check_top, normalized
@@ -38,14 +38,13 @@ from .results import (
     GenerationResult,
     Stream,
 )
-from .sampling import Sampling
+from .sampling import Sampling, build_sampler
 from .session import NativeSession, _fill_batch
 from .speculative import Sidecar, SpeculativeDecoding, _mtp_wrapper
 
 if TYPE_CHECKING:
     from ..api import LlamaLibrary, LlamaMtpLibrary
     from .generation import _Plan
-    from .results import Cancellation
 
 __all__ = ["LOGGER", "Context"]
 
@@ -100,7 +99,6 @@ class Context:
         self.ffi: Any = model.ffi
         self.llama: LlamaLibrary = model.llama
         self._mtp_lib: LlamaMtpLibrary | None = None
-        self._cancel: Cancellation | None = None
         self._busy = False
         self._embeddings = embeddings
         check_flag(embeddings, "embeddings")
@@ -142,10 +140,6 @@ class Context:
         self._requested = requested_settings(self.ffi, params)
         self._native = self._create(model, params)
         self._finalizer = self._native.finalize_with(self)
-        # C keeps this pointer while it is registered, so it lives as long as the context (peers'
-        # failure: a collected callback called from C). It is registered only while a generation
-        # with a Cancellation runs: llama.cpp calls it many times per token, which costs time.
-        self._abort_callback: Any = self.ffi.callback("bool(void *)", self._should_abort)
         self._sidecar: Sidecar | None = None
         if self._mtp_lib is not None:
             try:
@@ -230,10 +224,6 @@ class Context:
                 "load_mtp=True) for speculative mode draft-mtp"
             )
         return wrapper
-
-    def _should_abort(self, _data: Any) -> bool:
-        cancel = self._cancel
-        return cancel is not None and cancel.cancelled
 
     @property
     def handle(self) -> Any:
@@ -435,8 +425,8 @@ class Context:
 
         self._busy = True
         try:
-            with running(self, plans[0].cancel):  # the same options for every sequence
-                results = generate_sequences(self, plans, room)
+            with running(self._session, plans[0].cancel):  # the same options for each sequence
+                results = generate_sequences(self, self._session, plans, room)
         finally:
             self._busy = False
         for i, result in enumerate(results):
@@ -534,7 +524,7 @@ class Context:
         sampler = plan.sampler
         try:
             if plan.sampling is not None:
-                sampler = self._build_sampler(plan.sampling, plan.grammar)
+                sampler = build_sampler(self.model, self.n_ctx, plan.sampling, plan.grammar)
             run = _Run(self, plan.stop, plan.on_token, plan.cancel, plan.max_tokens, plan.logprobs)
             session, sidecar = self._session, self._sidecar
             if sidecar is not None:
@@ -542,7 +532,7 @@ class Context:
             else:
                 steps = generate_plain(session, plan.tokens, sampler, run, plan.reuse_prefix)
             native = self._native  # marks the thread inside llama.cpp between the yields
-            with running(self, plan.cancel):
+            with running(session, plan.cancel):
                 for _ in steps:
                     native.active_thread = None
                     yield from run.take()
@@ -557,53 +547,6 @@ class Context:
         result = run.result(self.mtp_enabled, len(plan.tokens), seed)
         log_metrics(result)
         return result
-
-    def _build_sampler(self, sampling: Sampling, grammar: str | None) -> Any:
-        chain = self.llama.llama_sampler_chain_init(self.llama.llama_sampler_chain_default_params())
-        try:
-            for stage in self._stages(sampling, grammar):
-                self.llama.llama_sampler_chain_add(chain, stage)
-        except BaseException:
-            self.llama.llama_sampler_free(chain)
-            raise
-        return chain
-
-    def _stages(self, sampling: Sampling, grammar: str | None) -> Iterator[Any]:
-        """The chain's samplers, in order: constraints, then the choice of one token."""
-        llama, n_vocab = self.llama, self.model.n_vocab
-        if sampling.logit_bias:
-            biases = self.ffi.new("llama_logit_bias[]", len(sampling.logit_bias))
-            for i, (token, bias) in enumerate(sampling.logit_bias.items()):
-                biases[i].token, biases[i].bias = token, bias
-            yield llama.llama_sampler_init_logit_bias(n_vocab, len(biases), biases)
-        if sampling.penalized:
-            last_n = sampling.penalty_last_n if sampling.penalty_last_n >= 0 else self.n_ctx
-            yield llama.llama_sampler_init_penalties(
-                n_vocab, last_n, sampling.repeat_penalty, sampling.frequency_penalty,
-                sampling.presence_penalty,
-            )  # fmt: skip
-        if grammar is not None:
-            stage = llama.llama_sampler_init_grammar(
-                self.model.vocab, grammar.encode("utf-8"), b"root"
-            )
-            if stage == self.ffi.NULL:
-                raise ValueError("llama.cpp could not parse the grammar")
-            yield stage
-        if sampling.greedy:
-            yield llama.llama_sampler_init_greedy()
-            return
-        if sampling.top_k > 0:
-            yield llama.llama_sampler_init_top_k(sampling.top_k)
-        if sampling.typical_p < 1.0:
-            yield llama.llama_sampler_init_typical(sampling.typical_p, 1)
-        if sampling.top_p < 1.0:
-            yield llama.llama_sampler_init_top_p(sampling.top_p, 1)
-        if sampling.min_p > 0.0:
-            yield llama.llama_sampler_init_min_p(sampling.min_p, 1)
-        yield llama.llama_sampler_init_temp(sampling.temperature)
-        yield llama.llama_sampler_init_dist(
-            sampling.seed if sampling.seed is not None else LLAMA_DEFAULT_SEED
-        )
 
     def close(self) -> None:
         """Free the context (and its speculative sidecar); a second call does nothing."""

@@ -16,7 +16,7 @@ from .. import constants
 from ..errors import LlamaRuntimeError
 from .generation import _Plan, _Run
 from .results import LOGGER, Cancellation, FinishReason, GenerationResult
-from .sampling import Sampling
+from .sampling import Sampling, build_sampler
 from .session import NativeSession, _common_prefix, _fill_batch
 
 if TYPE_CHECKING:
@@ -27,22 +27,22 @@ __all__ = ["_common_prefix", "_fill_batch"]
 
 
 @contextlib.contextmanager
-def running(ctx: Context, cancel: Cancellation | None) -> Iterator[None]:
+def running(session: NativeSession, cancel: Cancellation | None) -> Iterator[None]:
     """While a generation runs: its cancellation checked inside llama.cpp's decodes (the abort
     callback, registered only then: llama.cpp calls it many times per token) and the thread
     marked as inside llama.cpp (closing from another thread then raises)."""
-    native = ctx._native
-    ctx._cancel = cancel
+    native, llama, null = session.native, session.llama, session.ffi.NULL
+    session.cancel = cancel
     if cancel is not None:
-        ctx.llama.llama_set_abort_callback(ctx.handle, ctx._abort_callback, ctx.ffi.NULL)
+        llama.llama_set_abort_callback(session.handle, session.abort_callback, null)
     native.active_thread = threading.get_ident()
     try:
         yield
     finally:
         native.active_thread = None
         if cancel is not None and native.alive:
-            ctx.llama.llama_set_abort_callback(native.pointer, ctx.ffi.NULL, ctx.ffi.NULL)
-        ctx._cancel = None
+            llama.llama_set_abort_callback(native.pointer, null, null)
+        session.cancel = None
 
 
 def log_metrics(result: GenerationResult, what: str = "generation") -> None:
@@ -158,18 +158,21 @@ def generate_mtp(
     session.checkpoint(sidecar)
 
 
-def generate_sequences(ctx: Context, plans: list[_Plan], room: int) -> list[GenerationResult]:
+def generate_sequences(
+    ctx: Context, session: NativeSession, plans: list[_Plan], room: int
+) -> list[GenerationResult]:
     """:meth:`Context.generate_batch`: the prompts, each its own sequence, then one batch per step
     with the next token of every sequence still going (``room``: cells per sequence)."""
-    session = ctx._session
     runs = [_Run(ctx, p.stop, None, p.cancel, p.max_tokens, p.logprobs) for p in plans]
     samplers: list[Any] = []
-    n_batch = int(ctx.llama.llama_n_batch(ctx.handle))
-    batch = ctx.llama.llama_batch_init(max(n_batch, len(plans)), 0, 1)
+    llama = session.llama
+    n_batch = int(llama.llama_n_batch(session.handle))
+    batch = llama.llama_batch_init(max(n_batch, len(plans)), 0, 1)
     memory = session.memory()
     try:
         for plan in plans:
-            samplers.append(ctx._build_sampler(cast(Sampling, plan.sampling), plan.grammar))
+            sampling = cast(Sampling, plan.sampling)
+            samplers.append(build_sampler(ctx.model, ctx.n_ctx, sampling, plan.grammar))
         # the context's memory holds several sequences now: nothing of it is reused later
         session.clear(None)
         going: dict[int, tuple[int, int]] = {}  # sequence -> (next token to decode, its pos)
@@ -188,13 +191,13 @@ def generate_sequences(ctx: Context, plans: list[_Plan], room: int) -> list[Gene
                     going[seq] = (runs[seq].tokens[-1], pos + 1)
                 else:
                     del going[seq]
-                    ctx.llama.llama_memory_seq_rm(memory, seq, -1, -1)
-        seeds = [int(ctx.llama.llama_sampler_get_seed(sampler)) for sampler in samplers]
+                    llama.llama_memory_seq_rm(memory, seq, -1, -1)
+        seeds = [int(llama.llama_sampler_get_seed(sampler)) for sampler in samplers]
     finally:
         session.history = []
-        ctx.llama.llama_batch_free(batch)
+        llama.llama_batch_free(batch)
         for sampler in samplers:
-            ctx.llama.llama_sampler_free(sampler)
+            llama.llama_sampler_free(sampler)
     for run in runs:
         run.end_text()
     return [

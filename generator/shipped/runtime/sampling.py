@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import math
 import types
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from ..constants import LLAMA_DEFAULT_SEED
+
+if TYPE_CHECKING:
+    from .model import Model
 
 
 def _check(ok: bool, name: str, rule: str, value: object) -> None:
@@ -77,3 +81,53 @@ class Sampling:
         return (self.repeat_penalty, self.frequency_penalty, self.presence_penalty) != (
             1.0, 0.0, 0.0,
         )  # fmt: skip
+
+
+def build_sampler(model: Model, n_ctx: int, sampling: Sampling, grammar: str | None) -> Any:
+    """A new ``llama_sampler`` chain for ``sampling`` (and ``grammar``) on ``model``; the caller
+    frees it."""
+    llama = model.llama
+    chain = llama.llama_sampler_chain_init(llama.llama_sampler_chain_default_params())
+    try:
+        for stage in _stages(model, n_ctx, sampling, grammar):
+            llama.llama_sampler_chain_add(chain, stage)
+    except BaseException:
+        llama.llama_sampler_free(chain)
+        raise
+    return chain
+
+
+def _stages(model: Model, n_ctx: int, sampling: Sampling, grammar: str | None) -> Iterator[Any]:
+    """The chain's samplers, in order: constraints, then the choice of one token."""
+    llama, n_vocab = model.llama, model.n_vocab
+    if sampling.logit_bias:
+        biases = model.ffi.new("llama_logit_bias[]", len(sampling.logit_bias))
+        for i, (token, bias) in enumerate(sampling.logit_bias.items()):
+            biases[i].token, biases[i].bias = token, bias
+        yield llama.llama_sampler_init_logit_bias(n_vocab, len(biases), biases)
+    if sampling.penalized:
+        last_n = sampling.penalty_last_n if sampling.penalty_last_n >= 0 else n_ctx
+        yield llama.llama_sampler_init_penalties(
+            n_vocab, last_n, sampling.repeat_penalty, sampling.frequency_penalty,
+            sampling.presence_penalty,
+        )  # fmt: skip
+    if grammar is not None:
+        stage = llama.llama_sampler_init_grammar(model.vocab, grammar.encode("utf-8"), b"root")
+        if stage == model.ffi.NULL:
+            raise ValueError("llama.cpp could not parse the grammar")
+        yield stage
+    if sampling.greedy:
+        yield llama.llama_sampler_init_greedy()
+        return
+    if sampling.top_k > 0:
+        yield llama.llama_sampler_init_top_k(sampling.top_k)
+    if sampling.typical_p < 1.0:
+        yield llama.llama_sampler_init_typical(sampling.typical_p, 1)
+    if sampling.top_p < 1.0:
+        yield llama.llama_sampler_init_top_p(sampling.top_p, 1)
+    if sampling.min_p > 0.0:
+        yield llama.llama_sampler_init_min_p(sampling.min_p, 1)
+    yield llama.llama_sampler_init_temp(sampling.temperature)
+    yield llama.llama_sampler_init_dist(
+        sampling.seed if sampling.seed is not None else LLAMA_DEFAULT_SEED
+    )

@@ -28,6 +28,7 @@ from .results import PromptReuse
 if TYPE_CHECKING:
     from .generation import _Run
     from .model import Model
+    from .results import Cancellation
     from .speculative import Sidecar
 
 # Checkpoints kept per context (the newest; two are taken per generation).
@@ -91,6 +92,15 @@ class NativeSession:
             constants, "LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY", None
         )
         self.needs_checkpoints = recurrent or self.n_swa > 0
+        self.cancel: Cancellation | None = None  # the running generation's
+        # C keeps this pointer while it is registered, so it lives as long as the session (peers'
+        # failure: a collected callback called from C). It is registered only while a generation
+        # with a Cancellation runs: llama.cpp calls it many times per token, which costs time.
+        self.abort_callback: Any = self.ffi.callback("bool(void *)", self._should_abort)
+
+    def _should_abort(self, _data: Any) -> bool:
+        cancel = self.cancel
+        return cancel is not None and cancel.cancelled
 
     @property
     def handle(self) -> Any:
