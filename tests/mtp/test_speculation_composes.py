@@ -1,5 +1,6 @@
-"""Prompt-prefix reuse (on by default) with plain decoding and every speculative mode, and
-log-probabilities under speculation, on the synthetic models.
+"""Speculation that composes, on the synthetic models: prompt-prefix reuse (on by default) with
+plain decoding and every speculative mode, log-probabilities under speculation, and a grammar
+with every mode.
 
 The synthetic models are hybrid (qwen35: a recurrent layer whose state llama.cpp cannot cut at an
 arbitrary position), so these tests also cover the checkpoints: an append-only conversation keeps
@@ -163,3 +164,25 @@ def test_logprobs_under_speculation_equal_plain_decodings(
             assert a == pytest.approx(b, abs=1e-4)
     streamed = tuple(entry for piece in pieces for entry in piece.logprobs)
     assert [e.token for e in streamed] == [e.token for e in spec.logprobs]
+
+
+# Tokens 16, 17, 18 (hex texts "10", "11", "12") and 22..24 ("16".."18"): the prompt's run
+# continues past them, so the grammar rejects many drafts.
+GRAMMAR = 'root ::= ("10" | "11" | "12" | "16" | "17" | "18")+'
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_grammar_output_equals_plain_decodings_with_every_mode(
+    runtime: Any, libs: Any, models: dict[str, Path], mode: str
+) -> None:
+    """A draft the grammar rejects costs only its verification: the output is plain decoding's
+    with the same grammar."""
+    prompt = TURNS[0]
+    with _factory(runtime, libs, models, "none") as make:
+        plain = make().generate(prompt, max_tokens=REPLY, grammar=GRAMMAR)
+        free = make().generate(prompt, max_tokens=REPLY)
+    with _factory(runtime, libs, models, mode) as make:
+        ours = make().generate(prompt, max_tokens=REPLY, grammar=GRAMMAR)
+    assert ours.tokens == plain.tokens and ours.text == plain.text
+    assert len(ours.tokens) == REPLY and plain.tokens != free.tokens  # the grammar mattered
+    assert set(ours.text) <= set("012678")
