@@ -84,11 +84,14 @@ class NativeSession:
         self.n_vocab = model.n_vocab
         self.history: list[int] = []  # the tokens sequence 0 holds, from position 0
         self.checkpoints: list[_Checkpoint] = []
-        handle = model.handle
-        recurrent = bool(self.llama.llama_model_is_recurrent(handle)) or bool(
-            self.llama.llama_model_is_hybrid(handle)
-        )
-        n_swa = int(self.llama.llama_model_n_swa(handle))
+        handle, llama = model.handle, self.llama
+        try:
+            recurrent = bool(llama.llama_model_is_recurrent(handle)) or bool(
+                llama.llama_model_is_hybrid(handle)
+            )
+            n_swa = int(llama.llama_model_n_swa(handle))
+        except SYMBOL_ERRORS:  # a release before these queries: memory that trims anywhere
+            recurrent, n_swa = False, 0
         self.n_swa = 0 if swa_full else n_swa  # > 0: a sliding-window cache that forgets
         self.partial_flag: int | None = getattr(
             constants, "LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY", None
