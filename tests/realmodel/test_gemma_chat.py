@@ -2,9 +2,13 @@
 runtime's defaults each turn keeps the conversation so far in the context and decodes only what
 is new, plain and with n-gram speculation, and every reply equals a fresh context's.
 
-The model is loaded with ``use_extra_bufts=False``: llama.cpp's repacked CPU weights (its
-default) make a row's logits depend on the batch the row is decoded in, so decoding a prompt in
-two parts instead of one can change later tokens (see SpeculativeDecoding's docstring)."""
+On a quantised model a row's logits depend, in their last bits, on the batch the row is
+computed in (llama.cpp's repacked CPU weights, its default, and its batched matrix products), and
+a context that reuses the conversation decoded its replies one token at a time where a fresh one
+decodes them in the prompt's batch: measured here, turn 2's sixth token then differs (a near tie).
+So these contexts decode one token per micro-batch (``n_ubatch=1``) and the model is loaded with
+``use_extra_bufts=False``: every row is then computed alone, reused or not, and the replies must
+be equal token for token, which holds only if the kept prefix is exactly right."""
 
 from __future__ import annotations
 
@@ -40,7 +44,9 @@ def _chat(runtime: Any, model: Any, speculative: Any, *, fresh: bool) -> list[An
     """Each turn's reply: one context for the whole chat, or a fresh one per turn."""
 
     def context() -> Any:
-        return runtime.Context(model, n_ctx=1024, n_threads=THREADS, speculative=speculative)
+        return runtime.Context(
+            model, n_ctx=1024, n_ubatch=1, n_threads=THREADS, speculative=speculative
+        )
 
     messages: list[dict[str, str]] = [{"role": "system", "content": SYSTEM}]
     replies = []
