@@ -102,11 +102,13 @@ def mtp_context(runtime: Any, libs: Any, models: dict[str, Path]) -> Any:
 
 
 def test_more_than_one_sequence(runtime: Any, libs: Any, models: dict[str, Path]) -> None:
+    """One sidecar serves every sequence of the context (tests/mtp/test_speculation_composes.py
+    checks the outputs); more prompts than sequences is a ValueError, as without speculation."""
     with runtime.Model(models["agree"], load_mtp=True, libs=libs) as model:
-        with pytest.raises(runtime.LlamaUnsupportedError, match="one sequence"):
-            runtime.Context(model, n_seq_max=2, speculative=mtp_spec(runtime))
-        with runtime.Context(model, n_ctx=128, n_seq_max=2) as ctx:  # fine without MTP
+        with runtime.Context(model, n_ctx=128, n_seq_max=2, speculative=mtp_spec(runtime)) as ctx:
             assert len(ctx.generate([3, 4], max_tokens=2).tokens) == 2
+            with pytest.raises(ValueError, match="n_seq_max >= 3"):
+                ctx.generate_batch([[3], [4], [5]], max_tokens=2)
 
 
 def test_state_save_and_load_with_mtp(runtime: Any, mtp_context: Any) -> None:

@@ -170,6 +170,6 @@ def test_batch_misuse_is_refused(runtime: Any, libs: Any, models: dict[str, Path
             with pytest.raises(TypeError, match="does not take on_token"):
                 ctx.generate_batch(PROMPTS[:2], on_token=print)
         with runtime.Context(model, n_ctx=128, speculative=mtp_spec(runtime)) as ctx:
-            with pytest.raises(runtime.LlamaUnsupportedError, match="n_seq_max is 2"):
-                runtime.Context(model, n_seq_max=2, speculative=mtp_spec(runtime))
+            with pytest.raises(ValueError, match="2 prompts need n_seq_max >= 2"):
+                ctx.generate_batch(PROMPTS[:2], max_tokens=3)
             assert len(ctx.generate_batch(PROMPTS[:1], max_tokens=3)[0].tokens) == 3

@@ -48,7 +48,7 @@ ContextFactory = Callable[[], Any]
 
 @contextmanager
 def _factory(
-    runtime: Any, libs: Any, models: dict[str, Path], mode: str
+    runtime: Any, libs: Any, models: dict[str, Path], mode: str, n_seq: int = 1
 ) -> Iterator[ContextFactory]:
     """A function making contexts of ``mode`` on the partial model (drafts accepted only
     sometimes), all on one loaded model."""
@@ -70,7 +70,9 @@ def _factory(
             spec = runtime.SpeculativeDecoding(strategies=strategies, **options)
 
         def make() -> Any:
-            return stack.enter_context(runtime.Context(model, n_ctx=512, speculative=spec))
+            return stack.enter_context(
+                runtime.Context(model, n_ctx=512 * n_seq, n_seq_max=n_seq, speculative=spec)
+            )
 
         yield make
 
@@ -186,3 +188,34 @@ def test_grammar_output_equals_plain_decodings_with_every_mode(
     assert ours.tokens == plain.tokens and ours.text == plain.text
     assert len(ours.tokens) == REPLY and plain.tokens != free.tokens  # the grammar mattered
     assert set(ours.text) <= set("012678")
+
+
+# Three prompts of different lengths, each with runs the n-gram strategies can draft from.
+PROMPTS = (TURNS[0], [*range(50, 60), *range(50, 58)], [*range(70, 75)] * 3)
+
+
+@pytest.mark.parametrize("mode", MODES[1:])
+def test_sequences_together_with_speculation_equal_each_alone(
+    runtime: Any, libs: Any, models: dict[str, Path], mode: str
+) -> None:
+    """One sidecar serves three sequences: each output is that prompt's alone (and plain
+    decoding's), each result counts its own sequence's drafts, and no sequence accepts less
+    than it does alone (llama.cpp's server lost draft-mtp acceptance with parallel slots,
+    upstream issue 27572)."""
+    with _factory(runtime, libs, models, "none") as make:
+        plain = [make().generate(p, max_tokens=REPLY, logprobs=2) for p in PROMPTS]
+    with _factory(runtime, libs, models, mode) as make:
+        alone = [make().generate(p, max_tokens=REPLY, logprobs=2) for p in PROMPTS]
+    with _factory(runtime, libs, models, mode, n_seq=len(PROMPTS)) as make:
+        together = make().generate_batch(list(PROMPTS), max_tokens=REPLY, logprobs=2)
+    assert [r.tokens for r in together] == [r.tokens for r in alone] == [r.tokens for r in plain]
+    for ours, single, flat in zip(together, alone, plain, strict=True):
+        metrics = ours.metrics
+        assert metrics.mtp and metrics.steps > 0
+        assert metrics.accepted_tokens >= single.metrics.accepted_tokens
+        assert metrics.acceptance_rate >= single.metrics.acceptance_rate
+        assert sum(s.drafted_tokens for s in metrics.strategies) == metrics.drafted_tokens
+        assert ours.logprobs is not None and flat.logprobs is not None
+        for a, b in zip(ours.logprobs, flat.logprobs, strict=True):
+            assert a.logprob == pytest.approx(b.logprob, abs=1e-4)
+    assert sum(r.metrics.drafted_tokens for r in together) > 0

@@ -255,13 +255,56 @@ def _mtp_wrapper(libs: Libraries, what: str, strategies: bool = False) -> LlamaM
     return cast("LlamaMtpLibrary", library)
 
 
+@dataclass(frozen=True)
+class SidecarCounts:
+    """A reading of the sidecar's counters (:meth:`Sidecar.counts`)."""
+
+    drafts: int
+    drafted: int
+    accepted: int
+    steps: int
+    backend_sampled: int
+    strategies: tuple[StrategyMetrics, ...]
+
+    def since(self, earlier: SidecarCounts) -> SidecarCounts:
+        """What was counted after ``earlier`` was read."""
+        return self._add(earlier, -1)
+
+    def plus(self, other: SidecarCounts) -> SidecarCounts:
+        """Two differences together."""
+        return self._add(other, 1)
+
+    def _add(self, other: SidecarCounts, sign: int) -> SidecarCounts:
+        return SidecarCounts(
+            self.drafts + sign * other.drafts,
+            self.drafted + sign * other.drafted,
+            self.accepted + sign * other.accepted,
+            self.steps + sign * other.steps,
+            self.backend_sampled + sign * other.backend_sampled,
+            tuple(
+                StrategyMetrics(
+                    mine.kind,
+                    mine.drafts + sign * theirs.drafts,
+                    mine.drafted_tokens + sign * theirs.drafted_tokens,
+                    mine.accepted_tokens + sign * theirs.accepted_tokens,
+                )
+                for mine, theirs in zip(self.strategies, other.strategies, strict=True)
+            ),
+        )
+
+
 class Sidecar:
     """The ``llama_mtp`` sidecar of one context: created against the context's handle with the
     options' strategies, freed before it (:class:`NativeObject`); every wrapper call the decode
     loops make goes through here, each status checked."""
 
     def __init__(
-        self, wrapper: LlamaMtpLibrary, ffi: Any, target: NativeObject, options: SpeculativeDecoding
+        self,
+        wrapper: LlamaMtpLibrary,
+        ffi: Any,
+        target: NativeObject,
+        options: SpeculativeDecoding,
+        n_seq: int = 1,
     ) -> None:
         self.wrapper = wrapper
         self.ffi = ffi
@@ -274,7 +317,7 @@ class Sidecar:
         params.p_min = options.p_min
         if options.backend_sampling is not None:  # else the release's own default
             params.backend_sampling = 1 if options.backend_sampling else 0
-        params.n_seq = 1
+        params.n_seq = n_seq
         keep: list[Any] = []  # cdata the call reads (strategy array, file names)
         if options.kinds != (SpeculativeMode.DRAFT_MTP,):
             strategies = cast(tuple[Strategy, ...], options.strategies)
@@ -329,35 +372,42 @@ class Sidecar:
         except SYMBOL_ERRORS:  # a wrapper without it: its draft context is not checkpointed
             return self.ffi.NULL
 
-    def seq_rm(self, p0: int) -> bool:
-        """Remove positions ``p0``.. of sequence 0 from the target and the draft context; False
-        when llama.cpp refused (then the wrapper removed nothing from the target)."""
-        status = self.wrapper.llama_mtp_seq_rm(self.handle, 0, p0, -1)
+    def seq_rm(self, p0: int, seq: int = 0) -> bool:
+        """Remove positions ``p0``.. of sequence ``seq`` from the target and the draft context;
+        False when llama.cpp refused (then the wrapper removed nothing from the target)."""
+        status = self.wrapper.llama_mtp_seq_rm(self.handle, seq, p0, -1)
         return bool(status == constants.LLAMA_MTP_STATUS_OK)
 
     def process(self, batch: Any) -> None:
         """Mirror a batch just decoded on the target."""
-        self.check(
-            self.wrapper.llama_mtp_process(self.handle, self.ffi.addressof(batch)), "process"
-        )
+        status = self.wrapper.llama_mtp_process(self.handle, self.ffi.addressof(batch))
+        self.check(status, "process")
 
-    def begin(self, tokens: list[int]) -> None:
-        """Start a generation on sequence 0 after ``tokens`` (what the target holds)."""
+    def begin(self, tokens: list[int], seq: int = 0) -> None:
+        """Start a generation on sequence ``seq`` after ``tokens`` (what the target holds)."""
         prompt = self.ffi.new("llama_token[]", tokens) if tokens else self.ffi.NULL
-        self.check(self.wrapper.llama_mtp_begin(self.handle, 0, prompt, len(tokens)), "begin")
-        self.check(self.wrapper.llama_mtp_reset_stats(self.handle), "reset_stats")
+        self.check(self.wrapper.llama_mtp_begin(self.handle, seq, prompt, len(tokens)), "begin")
 
-    def step(self, sampler: Any, id_last: int, n_past: int, out: Any, cap: int, n_out: Any) -> int:
-        """One draft/verify step (its status: the caller decides what a failure means)."""
+    def step(
+        self, seq: int, sampler: Any, id_last: int, n_past: int, out: Any, cap: int, n_out: Any
+    ) -> int:
+        """One draft/verify step of sequence ``seq`` (its status: the caller decides what a
+        failure means)."""
+        wrapper = self.wrapper
         return int(
-            self.wrapper.llama_mtp_step(self.handle, 0, sampler, id_last, n_past, out, cap, n_out)
+            wrapper.llama_mtp_step(self.handle, seq, sampler, id_last, n_past, out, cap, n_out)
         )
 
-    def stats(self) -> Any:
+    def counts(self) -> SidecarCounts:
+        """The sidecar's counters now (since its creation): the difference of two readings is
+        what happened between them, so that sequences and generations are told apart."""
         stats = self.ffi.new("struct llama_mtp_stats *")
         stats.struct_size = self.ffi.sizeof("struct llama_mtp_stats")
         self.check(self.wrapper.llama_mtp_get_stats(self.handle, stats), "get_stats")
-        return stats
+        return SidecarCounts(
+            int(stats.n_drafts), int(stats.n_drafted), int(stats.n_accepted),
+            int(stats.n_steps), int(stats.n_backend_sampled), self.strategy_metrics(),
+        )  # fmt: skip
 
     def strategy_metrics(self) -> tuple[StrategyMetrics, ...]:
         """Each strategy's drafts and tokens of the last generation (none from a first-release

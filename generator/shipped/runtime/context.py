@@ -48,11 +48,12 @@ __all__ = ["LOGGER", "Context"]
 
 
 class Context:
-    """A llama.cpp context on ``model`` for one sequence at a time.
+    """A llama.cpp context on ``model``: one sequence per generation, or ``n_seq_max`` together
+    (:meth:`generate_batch`).
 
     ``speculative``: :class:`SpeculativeDecoding` (default: none). With draft-mtp the model must
     have NextN layers and be loaded with ``load_mtp=True``, the libraries must include the
-    ``llama_mtp`` wrapper, and ``n_seq_max`` must be 1.
+    ``llama_mtp`` wrapper.
 
     llama.cpp's parameters (None keeps llama.cpp's own default; :attr:`settings` shows the
     values the context has). Four defaults are this runtime's, not llama.cpp's: ``n_ctx`` 2048
@@ -116,7 +117,7 @@ class Context:
         if rope is not None and not isinstance(rope, RopeScaling):
             raise TypeError(f"rope must be a RopeScaling, not {type(rope).__name__}")
         if self.speculative.enabled:
-            self._mtp_lib = self._check_mtp_supported(model, n_seq_max)
+            self._mtp_lib = self._check_mtp_supported(model)
         params = self.llama.llama_context_default_params()
         params.n_ctx, params.n_batch, params.n_seq_max = n_ctx, n_batch, n_seq_max
         params.n_ubatch = n_ubatch if n_ubatch is not None else n_batch
@@ -141,7 +142,9 @@ class Context:
         self._sidecar: Sidecar | None = None
         if self._mtp_lib is not None:
             try:
-                self._sidecar = Sidecar(self._mtp_lib, self.ffi, self._native, self.speculative)
+                self._sidecar = Sidecar(
+                    self._mtp_lib, self.ffi, self._native, self.speculative, n_seq_max
+                )
             except BaseException:
                 self.close()
                 raise
@@ -201,14 +204,10 @@ class Context:
         }
         return {**self._requested, **found}
 
-    def _check_mtp_supported(self, model: Model, n_seq_max: int) -> LlamaMtpLibrary:
+    def _check_mtp_supported(self, model: Model) -> LlamaMtpLibrary:
         kinds = self.speculative.kinds
         what = ", ".join(k.value for k in kinds)
         wrapper = _mtp_wrapper(model.libs, what, kinds != (SpeculativeMode.DRAFT_MTP,))
-        if n_seq_max != 1:
-            raise LlamaUnsupportedError(
-                f"speculative mode {what} supports one sequence, n_seq_max is {n_seq_max}"
-            )
         if SpeculativeMode.DRAFT_MTP not in kinds:
             return wrapper
         if model.n_nextn_layers <= 0:
@@ -394,7 +393,9 @@ class Context:
         token of every sequence still going. Options as :meth:`generate`'s, for every sequence
         (each gets its own sampler chain from the same :class:`Sampling`, so the same seed), but
         not ``on_token``, ``sampler`` or ``reuse_prefix``. Needs ``n_seq_max`` >= the number of
-        prompts; not with speculative decoding (its wrapper drafts for one sequence)."""
+        prompts. With speculative decoding one sidecar serves every sequence: each step drafts
+        and verifies one sequence (``llama_mtp_step``), the sequences in turn, and each result's
+        metrics count that sequence's drafts alone."""
         if isinstance(prompts, str) or not prompts:
             raise TypeError("prompts must be a non-empty sequence of prompts (text or token ids)")
         refused = sorted({"on_token", "sampler", "reuse_prefix"} & set(options))
@@ -406,11 +407,6 @@ class Context:
                 f"{len(prompts)} prompts need n_seq_max >= {len(prompts)}: this context has "
                 f"{n_seq_max} (Context(..., n_seq_max=N))"
             )
-        if self.mtp_enabled and len(prompts) > 1:
-            raise LlamaUnsupportedError(
-                "speculative decoding supports one sequence: generate_batch with one prompt, "
-                "or a Context without speculative="
-            )
         plans = [self._plan(prompt, options) for prompt in prompts]
         room = self._n_ctx_seq()
         for i, plan in enumerate(plans):
@@ -419,12 +415,16 @@ class Context:
                     f"prompt {i} ({len(plan.tokens)} tokens) does not fit a sequence's "
                     f"{room} cells (n_ctx {self.n_ctx} over n_seq_max {n_seq_max})"
                 )
-        from .decoding import generate_sequences, log_metrics, running  # see _plan
+        # see _plan
+        from .decoding import generate_sequences, log_metrics, running, speculate_sequences
 
         self._busy = True
         try:
             with running(self._session, plans[0].cancel):  # the same options for each sequence
-                results = generate_sequences(self, self._session, plans, room)
+                if self._sidecar is not None:
+                    results = speculate_sequences(self, self._session, self._sidecar, plans, room)
+                else:
+                    results = generate_sequences(self, self._session, plans, room)
         finally:
             self._busy = False
         for i, result in enumerate(results):

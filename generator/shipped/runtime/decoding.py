@@ -21,7 +21,7 @@ from .session import NativeSession, _common_prefix, _fill_batch
 
 if TYPE_CHECKING:
     from .context import Context
-    from .speculative import Sidecar
+    from .speculative import Sidecar, SidecarCounts
 
 __all__ = ["_common_prefix", "_fill_batch"]
 
@@ -112,50 +112,149 @@ def generate_mtp(
 ) -> Iterator[None]:
     """All prompt tokens but the last through the context and the sidecar (their common prefix
     with what the context holds kept when ``reuse_prefix``), then one ``llama_mtp_step`` (draft
-    and verify) per step; yields after each step's tokens. Log-probabilities come from the rows
-    the target computed to verify the draft: row i is the distribution of the step's i-th
-    token, as a plain decode would have computed it."""
+    and verify) per step; yields after each step's tokens."""
     head = tokens[:-1]
     run.reused, run.reuse = session.reuse(tokens, len(head), reuse_prefix, sidecar)
     if not _prefill(session, head, run.reused, run, sidecar):
         return
     session.checkpoint(sidecar)
     sidecar.begin(head)
+    before = sidecar.counts()
     run.prompt_done()
-    capacity = sidecar.options.draft_token_max + 1
-    ffi = session.ffi
-    out = ffi.new("llama_token[]", capacity)
-    n_out = ffi.new("int32_t *")
+    step = _Stepper(session, sidecar, 0, sampler, run)
     n_ctx = int(session.llama.llama_n_ctx(session.handle))
     id_last = tokens[-1]
     while run.finish_reason is None:
-        if run.cancelled():
+        got = step(id_last, len(session.history), n_ctx)
+        if got is None:
             break
-        n_past = len(session.history)
-        if n_past + 1 > n_ctx:
-            run.finish(FinishReason.CONTEXT_FULL)
-            break
-        cap = min(capacity, max(1, run.remaining()))
-        status = sidecar.step(sampler, id_last, n_past, out, cap, n_out)
-        if status != constants.LLAMA_MTP_STATUS_OK:
-            if run.cancelled():
-                break
-            sidecar.check(status, "step")
-        got = [int(out[i]) for i in range(int(n_out[0]))]
         session.history.append(id_last)
         session.history.extend(got[:-1])
         id_last = got[-1]
-        if not all(run.emit(t, session.logprob(run, t, i)) for i, t in enumerate(got)):
+        if not _emit_all(run, session, got):
             break
         yield
-    stats = sidecar.stats()
-    run.drafted = int(stats.n_drafted)
-    run.drafts = int(stats.n_drafts)
-    run.backend_sampled = int(stats.n_backend_sampled)
-    run.accepted = int(stats.n_accepted)
-    run.steps = int(stats.n_steps)
-    run.strategies = sidecar.strategy_metrics()
+    _record(run, sidecar.counts().since(before))
     session.checkpoint(sidecar)
+
+
+class _Stepper:
+    """One sequence's speculative steps: each drafts, verifies and accepts with
+    ``llama_mtp_step``, capped by what the run and the sequence's cells leave room for. Log-
+    probabilities come from the rows the target computed to verify the draft: row i is the
+    distribution of the step's i-th token, as a plain decode would have computed it."""
+
+    def __init__(
+        self, session: NativeSession, sidecar: Sidecar, seq: int, sampler: Any, run: _Run
+    ) -> None:
+        self.sidecar, self.seq, self.sampler, self.run = sidecar, seq, sampler, run
+        self.capacity = sidecar.options.draft_token_max + 1
+        self.out = session.ffi.new("llama_token[]", self.capacity)
+        self.n_out = session.ffi.new("int32_t *")
+
+    def __call__(self, id_last: int, n_past: int, room: int) -> list[int] | None:
+        """The step's tokens (accepted drafts, then the target's own); None when the run ends
+        first (cancelled, or no cell left in ``room``)."""
+        run = self.run
+        if run.cancelled():
+            return None
+        if n_past + 1 > room:
+            run.finish(FinishReason.CONTEXT_FULL)
+            return None
+        cap = min(self.capacity, max(1, run.remaining()), room - n_past)
+        status = self.sidecar.step(
+            self.seq, self.sampler, id_last, n_past, self.out, cap, self.n_out
+        )
+        if status != constants.LLAMA_MTP_STATUS_OK:
+            if run.cancelled():
+                return None
+            self.sidecar.check(status, "step")
+        return [int(self.out[i]) for i in range(int(self.n_out[0]))]
+
+
+def _record(run: _Run, counts: SidecarCounts) -> None:
+    run.drafted, run.drafts, run.accepted = counts.drafted, counts.drafts, counts.accepted
+    run.backend_sampled, run.steps, run.strategies = (
+        counts.backend_sampled, counts.steps, counts.strategies,
+    )  # fmt: skip
+
+
+def speculate_sequences(
+    ctx: Context, session: NativeSession, sidecar: Sidecar, plans: list[_Plan], room: int
+) -> list[GenerationResult]:
+    """:meth:`Context.generate_batch` with speculative decoding: each prompt but its last token
+    into its own sequence (mirrored into the sidecar), then one step per sequence in turn; each
+    run's counters are the sidecar's differences around its own steps."""
+    runs = [_Run(ctx, p.stop, None, p.cancel, p.max_tokens, p.logprobs) for p in plans]
+    samplers: list[Any] = []
+    llama = session.llama
+    batch = llama.llama_batch_init(int(llama.llama_n_batch(session.handle)), 0, 1)
+    totals: dict[int, SidecarCounts | None] = {}
+    try:
+        samplers += [_sampler(ctx, plan) for plan in plans]
+        session.clear(sidecar)
+        for seq in range(1, int(llama.llama_n_seq_max(session.handle))):
+            sidecar.check(sidecar.wrapper.llama_mtp_seq_rm(sidecar.handle, seq, 0, -1), "seq_rm")
+        going: dict[int, tuple[int, int]] = {}  # sequence -> (id_last, n_past)
+        for seq, (plan, run) in enumerate(zip(plans, runs, strict=True)):
+            head = plan.tokens[:-1]
+            if session.decode_prompt(batch, head, 0, run, seq=seq, mirror=sidecar.process) is None:
+                continue
+            sidecar.begin(head, seq)
+            run.prompt_done()
+            going[seq] = (plan.tokens[-1], len(head))
+        steppers = [_Stepper(session, sidecar, i, samplers[i], runs[i]) for i in range(len(runs))]
+        totals.update((seq, None) for seq in going)
+        _take_turns(session, sidecar, steppers, going, room, totals)
+        seeds = [int(llama.llama_sampler_get_seed(sampler)) for sampler in samplers]
+    finally:
+        session.history = []
+        llama.llama_batch_free(batch)
+        for sampler in samplers:
+            llama.llama_sampler_free(sampler)
+    for seq, run in enumerate(runs):
+        counts = totals.get(seq)
+        if counts is not None:
+            _record(run, counts)
+        run.end_text()
+    return [
+        run.result(True, len(plan.tokens), seed)
+        for run, plan, seed in zip(runs, plans, seeds, strict=True)
+    ]
+
+
+def _take_turns(
+    session: NativeSession,
+    sidecar: Sidecar,
+    steppers: list[_Stepper],
+    going: dict[int, tuple[int, int]],
+    room: int,
+    totals: dict[int, SidecarCounts | None],
+) -> None:
+    """A step of every sequence still going, in turn, until none is; ``totals`` gets each
+    sequence's counters."""
+    while going:
+        for seq, (id_last, n_past) in list(going.items()):
+            step = steppers[seq]
+            before = sidecar.counts()
+            got = step(id_last, n_past, room)
+            counted = sidecar.counts().since(before)
+            earlier = totals[seq]
+            totals[seq] = counted if earlier is None else earlier.plus(counted)
+            if got is None or not _emit_all(step.run, session, got):
+                del going[seq]
+                sidecar.seq_rm(0, seq)
+            else:
+                going[seq] = (got[-1], n_past + len(got))
+
+
+def _emit_all(run: _Run, session: NativeSession, got: list[int]) -> bool:
+    """Record a step's tokens (with their rows' log-probabilities); False when the run ends."""
+    return all(run.emit(t, session.logprob(run, t, i)) for i, t in enumerate(got))
+
+
+def _sampler(ctx: Context, plan: _Plan) -> Any:
+    return build_sampler(ctx.model, ctx.n_ctx, cast(Sampling, plan.sampling), plan.grammar)
 
 
 def generate_sequences(
@@ -171,8 +270,7 @@ def generate_sequences(
     memory = session.memory()
     try:
         for plan in plans:
-            sampling = cast(Sampling, plan.sampling)
-            samplers.append(build_sampler(ctx.model, ctx.n_ctx, sampling, plan.grammar))
+            samplers.append(_sampler(ctx, plan))
         # the context's memory holds several sequences now: nothing of it is reused later
         session.clear(None)
         going: dict[int, tuple[int, int]] = {}  # sequence -> (next token to decode, its pos)
