@@ -28,3 +28,8 @@ class LlamaLoadError(LlamaRuntimeError):
     def __init__(self, message: str, reason: str) -> None:
         super().__init__(f"{message}: {reason}" if reason else message)
         self.reason = reason
+
+
+class LlamaStateError(LlamaRuntimeError):
+    """A saved state cannot be loaded here: it is truncated or altered, or it was saved with
+    another llama.cpp release, model or speculative setup (the message names the difference)."""

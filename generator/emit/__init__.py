@@ -273,6 +273,7 @@ SHIPPED = (
     "runtime/sampling.py",
     "runtime/session.py",
     "runtime/speculative.py",
+    "runtime/state.py",
     "verified_files.py",
 )
 

@@ -111,20 +111,32 @@ def test_more_than_one_sequence(runtime: Any, libs: Any, models: dict[str, Path]
                 ctx.generate_batch([[3], [4], [5]], max_tokens=2)
 
 
-def test_state_save_and_load_with_mtp(runtime: Any, mtp_context: Any) -> None:
-    with pytest.raises(runtime.LlamaUnsupportedError, match="saving the state"):
-        mtp_context.save_state()
-    with pytest.raises(runtime.LlamaUnsupportedError, match="loading a state"):
+def test_a_raw_llama_state_with_mtp_is_refused(runtime: Any, mtp_context: Any) -> None:
+    """A raw llama.cpp image lacks the sidecar's state (tests/mtp/test_state.py: the container)."""
+    with pytest.raises(runtime.LlamaStateError, match=r"raw llama\.cpp state"):
         mtp_context.load_state(b"\0" * 16, [1])
 
 
 def test_plain_state_round_trip(runtime: Any, libs: Any, models: dict[str, Path]) -> None:
     with runtime.Model(models["agree"], libs=libs) as model:
         with runtime.Context(model, n_ctx=128) as ctx:
-            ctx.generate([3, 4, 5], max_tokens=3)
+            result = ctx.generate([3, 4, 5], max_tokens=3)
             state = ctx.save_state()
             assert len(state) > 0
-            ctx.load_state(state, [3, 4, 5])
+            held = [3, 4, 5, *result.tokens[:-1]]  # the last token was sampled, not decoded
+            ctx.load_state(state, held)
+            with pytest.raises(runtime.LlamaStateError, match="tokens= differs"):
+                ctx.load_state(state, [3, 4, 5])
+            # a raw llama.cpp image, as llama_state_get_data writes it, loads with its tokens
+            llama = libs.llama
+            size = int(llama.llama_state_get_size(ctx.handle))
+            buf = libs.ffi.new("uint8_t[]", size)
+            raw = bytes(
+                libs.ffi.buffer(buf, int(llama.llama_state_get_data(ctx.handle, buf, size)))
+            )
+            ctx.load_state(raw, held)
+            with pytest.raises(runtime.LlamaStateError, match="with tokens="):
+                ctx.load_state(raw)
 
 
 def test_a_wrapper_missing_a_function_is_unsupported_not_a_cffi_error(

@@ -40,6 +40,7 @@ PUBLIC = (
     "LlamaClosedError",
     "LlamaLoadError",
     "LlamaRuntimeError",
+    "LlamaStateError",
     "LlamaUnsupportedError",
     "MTP_API",
     "MTP_DRAFT_CONTEXT",
@@ -104,6 +105,7 @@ MODULES = (
     "sampling",
     "session",
     "speculative",
+    "state",
 )
 
 

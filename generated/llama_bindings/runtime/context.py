@@ -10,10 +10,10 @@ import threading
 from collections.abc import Generator, Sequence
 from typing import TYPE_CHECKING, Any, Unpack, cast
 
-from .._about import MTP_API
+from .._about import LLAMA_CPP_COMMIT, LLAMA_CPP_RELEASE, MTP_API
 from .._ffi import SYMBOL_ERRORS
 from ..constants import SpeculativeMode
-from ..errors import LlamaLoadError, LlamaRuntimeError, LlamaUnsupportedError
+from ..errors import LlamaLoadError, LlamaRuntimeError, LlamaStateError, LlamaUnsupportedError
 from ..lifetimes import NativeObject
 from ..outputs import check_top, normalized
 from ..params import (
@@ -41,6 +41,7 @@ from .results import (
 from .sampling import Sampling, build_sampler
 from .session import NativeSession, _fill_batch
 from .speculative import Sidecar, SpeculativeDecoding, _mtp_wrapper
+from .state import SavedState, is_saved_state
 
 if TYPE_CHECKING:
     from ..api import LlamaLibrary, LlamaMtpLibrary
@@ -243,30 +244,81 @@ class Context:
         return int(self.llama.llama_n_ctx(self.handle))
 
     def save_state(self) -> bytes:
-        """The context's state (KV cache, recurrent state, outputs). Not yet with speculative
-        decoding (the sidecar's state is not part of it)."""
-        self._unsupported_with_sidecar("saving the state")
-        size = int(self.llama.llama_state_get_size(self.handle))
-        buf = self.ffi.new("uint8_t[]", size)
-        written = int(self.llama.llama_state_get_data(self.handle, buf, size))
-        return bytes(self.ffi.buffer(buf, written))
+        """The context's state as a versioned container (:mod:`.state`): the tokens its memory
+        holds, the target's llama.cpp state (KV cache, recurrent state, outputs) and, with
+        speculative decoding, the sidecar's draft or MTP context state, named with the
+        llama.cpp release, the model and the speculative setup they were saved with."""
+        self.handle  # noqa: B018  (a closed context raises)
+        if self._busy:
+            raise LlamaRuntimeError("the context is generating (a stream is open): no state now")
+        session, sidecar = self._session, self._sidecar
+        draft = sidecar.draft_context() if sidecar is not None else self.ffi.NULL
+        saved = SavedState(
+            self._identity(),
+            list(session.history),
+            session.full_state(self.handle),
+            session.full_state(draft) if draft != self.ffi.NULL else b"",
+        )
+        return saved.to_bytes()
 
-    def load_state(self, state: bytes, tokens: Sequence[int]) -> None:
-        """Restore a state saved with :meth:`save_state` that holds ``tokens``. Not yet with
-        speculative decoding."""
-        self._unsupported_with_sidecar("loading a state")
-        buf = self.ffi.from_buffer(state)
-        if int(self.llama.llama_state_set_data(self.handle, buf, len(state))) != len(state):
-            raise LlamaRuntimeError("llama_state_set_data rejected the state")
-        self._session.history = list(tokens)
-        self._session.checkpoints = []
+    def load_state(self, state: bytes, tokens: Sequence[int] | None = None) -> None:
+        """Restore a state from :meth:`save_state` (saved with the same llama.cpp release,
+        model and speculative setup, else :class:`LlamaStateError` naming the difference; a
+        truncated or altered state raises it too); the next generation reuses what it holds.
+        A raw ``llama_state_get_data`` image (no speculative decoding) needs ``tokens``, the
+        tokens it holds."""
+        self.handle  # noqa: B018  (a closed context raises)
+        if self._busy:
+            raise LlamaRuntimeError("the context is generating (a stream is open): no state now")
+        session, sidecar = self._session, self._sidecar
+        if not is_saved_state(state):
+            if sidecar is not None or tokens is None:
+                raise LlamaStateError(
+                    "not a saved state of llama_bindings (save it with Context.save_state); a raw "
+                    "llama.cpp state loads only without speculative decoding, with tokens="
+                )
+            self._restore(session, [(self.handle, state)], list(tokens))
+            return
+        saved = SavedState.from_bytes(state)
+        saved.check_fits(self._identity())
+        if tokens is not None and list(tokens) != saved.tokens:
+            raise LlamaStateError("tokens= differs from the tokens the saved state holds")
+        parts = [(self.handle, saved.target)]
+        if saved.draft:
+            parts.append((cast(Sidecar, sidecar).draft_context(), saved.draft))
+        self._restore(session, parts, saved.tokens)
+        if sidecar is not None:  # drops a draft the sidecar may still hold
+            sidecar.seq_rm(len(saved.tokens))
 
-    def _unsupported_with_sidecar(self, what: str) -> None:
-        if self.mtp_enabled:
-            raise LlamaUnsupportedError(
-                f"{what} is not supported with speculative decoding yet (the sidecar's draft "
-                "context and strategy state are not saved with the target's)"
-            )
+    def _restore(
+        self, session: NativeSession, parts: list[tuple[Any, bytes]], tokens: list[int]
+    ) -> None:
+        for ctx, data in parts:
+            if not session.restore_full_state(ctx, data):
+                session.clear(self._sidecar)
+                raise LlamaStateError("llama.cpp rejected the saved state (the context is cleared)")
+        session.history = tokens
+        session.checkpoints = []
+
+    def save_state_file(self, path: str | os.PathLike[str]) -> None:
+        """:meth:`save_state` into a file (written beside it, then renamed into place)."""
+        target = os.fspath(path)
+        partial = f"{target}.partial"
+        with open(partial, "wb") as out:
+            out.write(self.save_state())
+        os.replace(partial, target)
+
+    def load_state_file(self, path: str | os.PathLike[str]) -> None:
+        """:meth:`load_state` from a file written by :meth:`save_state_file`."""
+        with open(path, "rb") as src:
+            self.load_state(src.read())
+
+    def _identity(self) -> dict[str, Any]:
+        return {
+            "llama_cpp": {"release": LLAMA_CPP_RELEASE, "commit": LLAMA_CPP_COMMIT},
+            "model": self.model.identity,
+            "speculative": self.speculative.describe(),
+        }
 
     @property
     def pooling(self) -> str:

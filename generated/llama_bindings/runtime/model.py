@@ -138,6 +138,20 @@ class Model:
         return None
 
     @property
+    def identity(self) -> dict[str, object]:
+        """What tells this model from another (a saved state names it): llama.cpp's description,
+        its parameter count, size in bytes, vocabulary size and NextN layers."""
+        buf = self.ffi.new("char[]", 256)
+        self.llama.llama_model_desc(self.handle, buf, 256)
+        return {
+            "desc": self.ffi.string(buf).decode("utf-8", errors="replace"),
+            "n_params": int(self.llama.llama_model_n_params(self.handle)),
+            "size": int(self.llama.llama_model_size(self.handle)),
+            "n_vocab": self.n_vocab,
+            "n_nextn_layers": self.n_nextn_layers,
+        }
+
+    @property
     def n_vocab(self) -> int:
         return int(self.llama.llama_vocab_n_tokens(self.vocab))
 

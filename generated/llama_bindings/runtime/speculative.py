@@ -188,9 +188,31 @@ class SpeculativeDecoding:
     def enabled(self) -> bool:
         return bool(self.strategies)
 
+    def describe(self) -> dict[str, object]:
+        """The strategies and limits, as plain data (a saved state names them)."""
+        strategies = []
+        for strategy in cast(tuple[Strategy, ...], self.strategies):
+            values = {k: v for k, v in vars(strategy).items() if v is not None and k != "kind"}
+            strategies.append(
+                {"kind": strategy.kind.value, **{k: _plain(v) for k, v in sorted(values.items())}}
+            )
+        draft = self.draft_model.identity if self.draft_model is not None else None
+        return {
+            "strategies": strategies,
+            "draft_token_max": self.draft_token_max,
+            "draft_token_min": self.draft_token_min,
+            "p_min": self.p_min,
+            "draft_model": draft,
+        }
+
     @property
     def kinds(self) -> tuple[SpeculativeMode, ...]:
         return tuple(cast(Strategy, s).kind for s in self.strategies)
+
+
+def _plain(value: object) -> object:
+    """A strategy parameter as JSON data (a path as its text)."""
+    return value if isinstance(value, int | float | str) else os.fspath(cast(Any, value))
 
 
 def _check_mix(strategies: tuple[Strategy, ...], draft_model: Model | None) -> None:

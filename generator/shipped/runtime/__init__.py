@@ -54,6 +54,7 @@ from ..constants import SpeculativeMode as SpeculativeMode
 from ..errors import LlamaClosedError as LlamaClosedError
 from ..errors import LlamaLoadError as LlamaLoadError
 from ..errors import LlamaRuntimeError as LlamaRuntimeError
+from ..errors import LlamaStateError as LlamaStateError
 from ..errors import LlamaUnsupportedError as LlamaUnsupportedError
 from ..lifetimes import NativeObject as NativeObject
 from ..loader import Libraries as Libraries

@@ -228,6 +228,20 @@ class NativeSession:
         written = int(self.llama.llama_state_seq_get_data_ext(ctx, buf, size, 0, flag))
         return bytes(self.ffi.buffer(buf, written))
 
+    def full_state(self, ctx: Any) -> bytes:
+        """Everything llama.cpp keeps of context ``ctx`` (every sequence, its outputs)."""
+        size = int(self.llama.llama_state_get_size(ctx))
+        buf = self.ffi.new("uint8_t[]", max(size, 1))
+        written = int(self.llama.llama_state_get_data(ctx, buf, size))
+        return bytes(self.ffi.buffer(buf, written))
+
+    def restore_full_state(self, ctx: Any, data: bytes) -> bool:
+        """Context ``ctx`` as :meth:`full_state` saw it; False when llama.cpp rejects it."""
+        if ctx == self.ffi.NULL:
+            return False
+        read = int(self.llama.llama_state_set_data(ctx, self.ffi.from_buffer(data), len(data)))
+        return read == len(data)
+
     def _restore(self, checkpoint: _Checkpoint, sidecar: Sidecar | None) -> bool:
         parts = [(self.handle, checkpoint.target)]
         if checkpoint.draft:

@@ -1,0 +1,100 @@
+"""A context's saved state (:meth:`Context.save_state`): a versioned container holding what the
+context's memory holds (the tokens), the target context's llama.cpp state, the speculative
+sidecar's draft or MTP context state, and what it was saved with (the llama.cpp release, the
+model, the speculative setup), so that loading it elsewhere is refused with the difference
+named instead of continuing from a state that does not fit.
+
+Layout: ``LLBSTATE``, the format number and the header's length (little-endian ``uint32``), the
+header (JSON: identity, part sizes, the payload's SHA-256), then the payload: the tokens
+(``int32``), the target's state, the draft context's. The n-gram strategies' state is not in it:
+they start again from the whole prompt at the next generation, as after any prompt."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+from dataclasses import dataclass
+from typing import Any, Final
+
+from ..errors import LlamaStateError
+
+MAGIC: Final = b"LLBSTATE"
+FORMAT: Final = 1
+_HEAD: Final = struct.Struct("<8sII")  # magic, format, header length
+# what a state must have been saved with to load here, in the order a difference is reported
+IDENTITY_KEYS: Final = ("llama_cpp", "model", "speculative")
+
+
+def is_saved_state(data: bytes) -> bool:
+    """Whether ``data`` is this container (else, a raw ``llama_state_get_data`` image)."""
+    return data[: len(MAGIC)] == MAGIC
+
+
+@dataclass(frozen=True)
+class SavedState:
+    identity: dict[str, Any]
+    tokens: list[int]
+    target: bytes
+    draft: bytes
+
+    def to_bytes(self) -> bytes:
+        payload = struct.pack(f"<{len(self.tokens)}i", *self.tokens) + self.target + self.draft
+        header = {
+            **self.identity,
+            "n_tokens": len(self.tokens),
+            "target_bytes": len(self.target),
+            "draft_bytes": len(self.draft),
+            "sha256": hashlib.sha256(payload).hexdigest(),
+        }
+        text = json.dumps(header, sort_keys=True).encode("utf-8")
+        return _HEAD.pack(MAGIC, FORMAT, len(text)) + text + payload
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> SavedState:
+        """The container in ``data``; :class:`LlamaStateError` for anything else."""
+        if len(data) < _HEAD.size or not is_saved_state(data):
+            raise LlamaStateError("not a saved state of llama_bindings (no LLBSTATE header)")
+        _, version, n_header = _HEAD.unpack_from(data)
+        if version != FORMAT:
+            raise LlamaStateError(f"saved state format {version}; this runtime reads {FORMAT}")
+        header = _header(data[_HEAD.size : _HEAD.size + n_header])
+        payload = data[_HEAD.size + n_header :]
+        n_tokens, n_target, n_draft = _sizes(header)
+        if len(payload) != 4 * n_tokens + n_target + n_draft:
+            raise LlamaStateError(
+                f"the saved state is truncated or padded: {len(payload)} payload bytes, its header "
+                f"says {4 * n_tokens + n_target + n_draft}"
+            )
+        if hashlib.sha256(payload).hexdigest() != header.get("sha256"):
+            raise LlamaStateError("the saved state was altered: its payload's SHA-256 differs")
+        tokens = list(struct.unpack_from(f"<{n_tokens}i", payload))
+        target = payload[4 * n_tokens : 4 * n_tokens + n_target]
+        identity = {key: header.get(key) for key in IDENTITY_KEYS}
+        return cls(identity, tokens, target, payload[len(payload) - n_draft :] if n_draft else b"")
+
+    def check_fits(self, current: dict[str, Any]) -> None:
+        """:class:`LlamaStateError` naming the first difference from ``current``."""
+        for key in IDENTITY_KEYS:
+            if self.identity.get(key) != current[key]:
+                raise LlamaStateError(
+                    f"the state was saved with another {key.replace('_', '.')}: "
+                    f"{self.identity.get(key)!r}; this context has {current[key]!r}"
+                )
+
+
+def _header(text: bytes) -> dict[str, Any]:
+    try:
+        header = json.loads(text.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise LlamaStateError(f"the saved state's header is not readable: {exc}") from None
+    if not isinstance(header, dict):
+        raise LlamaStateError("the saved state's header is not an object")
+    return header
+
+
+def _sizes(header: dict[str, Any]) -> tuple[int, int, int]:
+    sizes = tuple(header.get(k) for k in ("n_tokens", "target_bytes", "draft_bytes"))
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in sizes):
+        raise LlamaStateError(f"the saved state's header has no valid part sizes: {sizes}")
+    return sizes  # type: ignore[return-value]
