@@ -76,20 +76,15 @@ PUBLIC = (
     "strategy_support",
     "token_logprob",
 )
-# Private names of the one module, still importable from the package.
-PRIVATE = (
-    "_LLAMA_LOG",
-    "_LineJoiner",
-    "_LlamaLog",
-    "_MTP_FUNCTIONS",
-    "_STRATEGY_FUNCTIONS",
-    "_check",
-    "_check_mix",
-    "_is_real",
-    "_mtp_wrapper",
-    "_refused_statuses",
-    "_role_content",
-)
+# Private names of the one module: importable from their modules, no longer from the package.
+PRIVATE = {
+    "llama_log": ("_LLAMA_LOG", "_LineJoiner", "_LlamaLog"),
+    "results": ("_role_content",),
+    "sampling": ("_check", "_is_real"),
+    "speculative": (
+        "_MTP_FUNCTIONS", "_STRATEGY_FUNCTIONS", "_check_mix", "_mtp_wrapper", "_refused_statuses",
+    ),
+}  # fmt: skip
 # ... and those of the modules that load with the first generation, now importable from them.
 LAZY_PRIVATE = {
     "generation": ("_Plan", "_Run", "_sampling_of", "_stop_sequences"),
@@ -112,11 +107,17 @@ MODULES = (
 def test_every_name_of_the_single_module_is_still_importable(runtime: Any) -> None:
     import importlib
 
-    missing = [n for n in (*PUBLIC, *PRIVATE) if not hasattr(runtime, n)]
-    for module, names in LAZY_PRIVATE.items():
+    missing = [n for n in PUBLIC if not hasattr(runtime, n)]
+    for module, names in {**PRIVATE, **LAZY_PRIVATE}.items():
         found = importlib.import_module(f"llama_bindings.runtime.{module}")
         missing += [f"{module}.{n}" for n in names if not hasattr(found, n)]
     assert missing == []
+
+
+def test_the_package_hands_out_no_private_name(runtime: Any) -> None:
+    """Its re-exports are the public names: a private one lives in its module only."""
+    assert [n for names in PRIVATE.values() for n in names if hasattr(runtime, n)] == []
+    assert [n for n in vars(runtime) if n.startswith("_") and not n.startswith("__")] == []
 
 
 def test_the_package_hands_out_no_standard_library_module(runtime: Any) -> None:

@@ -76,10 +76,7 @@ from ..params import requested_settings as requested_settings
 from ..params import set_field as set_field
 from .context import LOGGER as LOGGER
 from .context import Context as Context
-from .llama_log import _LLAMA_LOG as _LLAMA_LOG
 from .llama_log import LLAMA_LOGGER as LLAMA_LOGGER
-from .llama_log import _LineJoiner as _LineJoiner
-from .llama_log import _LlamaLog as _LlamaLog
 from .llama_log import set_llama_log as set_llama_log
 from .model import Model as Model
 from .results import LLAMA_CPP_TAG as LLAMA_CPP_TAG
@@ -97,15 +94,7 @@ from .results import PromptReuse as PromptReuse
 from .results import StrategyMetrics as StrategyMetrics
 from .results import Stream as Stream
 from .results import TokenCallback as TokenCallback
-from .results import _role_content as _role_content
 from .sampling import Sampling as Sampling
-from .sampling import _check as _check
-from .sampling import _is_real as _is_real
-from .speculative import _MTP_FUNCTIONS as _MTP_FUNCTIONS
-from .speculative import _STRATEGY_FUNCTIONS as _STRATEGY_FUNCTIONS
 from .speculative import SpeculativeDecoding as SpeculativeDecoding
 from .speculative import Strategy as Strategy
-from .speculative import _check_mix as _check_mix
-from .speculative import _mtp_wrapper as _mtp_wrapper
-from .speculative import _refused_statuses as _refused_statuses
 from .speculative import strategy_support as strategy_support
