@@ -1346,6 +1346,7 @@ FUNCTIONS: dict[str, tuple[str, ...]] = {
         "llama_mtp_process",
         "llama_mtp_reset_stats",
         "llama_mtp_seq_rm",
+        "llama_mtp_status_name",
         "llama_mtp_step",
         "llama_mtp_strategy_name",
         "llama_mtp_strategy_supported",

@@ -24,10 +24,10 @@ if TYPE_CHECKING:
     from typing import Any
 
 # sha256 of the declarations; a compiled API-mode module must have been built from the same.
-CDEF_IDENTITY = "2b26de1fd3336f6fb3e59c3d840fd842dfb24ca493f0f6955d3adfc9f3588274"
+CDEF_IDENTITY = "200331df6b9d7ce033613a1c16681aabaf2350a5f2416f2fad2d5115b7d400c9"
 # sha256 of what the load-time guard compares (``_abi_expected.py``): a library set sealed as
 # matching these bindings (``verified_files``) is not compared again by the same bindings.
-GUARD_IDENTITY = "f271edcba7c137fe04ad4764ab1c4dad7063c98c9a9075418acd3f7bd816017b"
+GUARD_IDENTITY = "d1e727e0bec3fbabd70f77c25d6ff3df673950788a5bd9a065e42b784ca182e4"
 ABI_MODULE = f"{__package__}._ffi_abi"
 ABI_GUARD_CDEF = """\
 const char *llama_bindgen_abi_commit(void);

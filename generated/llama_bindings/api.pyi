@@ -5047,16 +5047,17 @@ class LlamaMtpLibrary:
         status, before anything is created: an unknown type (INVALID_ARGUMENT), a strategy listed twice
         or two draft-context strategies (UNSUPPORTED_STRATEGY), draft-simple without params.draft_model
         (INVALID_ARGUMENT) or with one whose vocabulary differs from the target's (VOCAB_MISMATCH),
-        draft-eagle3/dflash/dspark (UNSUPPORTED_STRATEGY: not run by this wrapper yet), n-gram sizes out of
-        range (INVALID_ARGUMENT), an n-gram cache file that cannot be read or is malformed
-        (FILE_UNREADABLE). With draft-mtp: the model must have NextN layers and have been loaded with
-        llama_model_params.load_mtp = true (checked: its NextN tensors must be present, else
-        LLAMA_MTP_STATUS_MTP_NOT_LOADED). Call before the first decode on ctx_tgt: it switches the
-        target to emitting the hidden states MTP needs. Recurrent or hybrid targets need
+        draft-eagle3/dflash/dspark (UNSUPPORTED_STRATEGY: not run by this wrapper yet), a strategy the
+        llama.cpp release lacks, or backend_sampling = 1 in a release without draft backend sampling
+        (NOT_IN_RELEASE), n-gram sizes out of range (INVALID_ARGUMENT), an n-gram cache file that cannot
+        be read or is malformed (FILE_UNREADABLE). With draft-mtp: the model must have NextN layers and
+        have been loaded with llama_model_params.load_mtp = true (checked: its NextN tensors must be
+        present, else LLAMA_MTP_STATUS_MTP_NOT_LOADED). Call before the first decode on ctx_tgt: it
+        switches the target to emitting the hidden states MTP needs. Recurrent or hybrid targets need
         llama_context_params.n_rs_seq >= n_max, and the target needs room for 1 + n_max outputs in a
-        batch: llama_context_params.n_outputs_max 0 (n_batch) or >= 1 + n_max (checked, except against
-        a Windows libllama, which does not export the value). A model with more NextN layers than
-        llama.cpp builds its architecture's MTP graph for is refused.
+        batch: llama_context_params.n_outputs_max 0 (n_batch) or >= 1 + n_max (checked, except against a
+        Windows libllama, which does not export the value). A model with more NextN layers than llama.cpp
+        builds its architecture's MTP graph for is refused.
         """
 
     def llama_mtp_default_params(self, params: CData, /) -> int:
@@ -5155,6 +5156,13 @@ class LlamaMtpLibrary:
         returned. Drops a draft not yet accepted.
         """
 
+    def llama_mtp_status_name(self, status: int, /) -> CData:
+        """``const char * llama_mtp_status_name(int32_t status)`` (llama_mtp.h)
+
+        The name of a status: its enumerator's suffix in lower case (LLAMA_MTP_STATUS_NOT_IN_RELEASE:
+        "not_in_release"), or NULL for a value that is not one. Added after the first release.
+        """
+
     def llama_mtp_step(self, mtp: CData, seq_id: int, smpl: CData, id_last: int, n_past: int, tokens: CData, capacity: int, n_tokens: CData, /) -> int:
         """``enum llama_mtp_status llama_mtp_step(struct llama_mtp * mtp, llama_seq_id seq_id, struct llama_sampler * smpl, llama_token id_last, llama_pos n_past, llama_token * tokens, int32_t capacity, int32_t * n_tokens)`` (llama_mtp.h)
 
@@ -5181,7 +5189,8 @@ class LlamaMtpLibrary:
         """``enum llama_mtp_status llama_mtp_strategy_supported(int32_t type)`` (llama_mtp.h)
 
         LLAMA_MTP_STATUS_OK when this library can run `type` (with a suitable draft model where it needs
-        one); else LLAMA_MTP_STATUS_UNSUPPORTED_STRATEGY (a value this release of llama.cpp lacks, or
-        one the wrapper does not run) or LLAMA_MTP_STATUS_INVALID_ARGUMENT (not a strategy at all), and
+        one); else LLAMA_MTP_STATUS_NOT_IN_RELEASE (a strategy the llama.cpp release this library was
+        built from lacks), LLAMA_MTP_STATUS_UNSUPPORTED_STRATEGY (one the wrapper does not run in any
+        release) or LLAMA_MTP_STATUS_INVALID_ARGUMENT (not a strategy at all), and
         llama_mtp_last_error() says why.
         """

@@ -509,6 +509,7 @@ enum llama_mtp_status {
     LLAMA_MTP_STATUS_UNSUPPORTED_STRATEGY = 11,
     LLAMA_MTP_STATUS_VOCAB_MISMATCH = 12,
     LLAMA_MTP_STATUS_FILE_UNREADABLE = 13,
+    LLAMA_MTP_STATUS_NOT_IN_RELEASE = 14,
 };
 enum llama_mtp_strategy_type {
     LLAMA_MTP_STRATEGY_DRAFT_SIMPLE = 1,
@@ -1793,6 +1794,7 @@ int32_t llama_mtp_n_strategies(const struct llama_mtp * mtp);
 enum llama_mtp_status llama_mtp_process(struct llama_mtp * mtp, const struct llama_batch * batch);
 enum llama_mtp_status llama_mtp_reset_stats(struct llama_mtp * mtp);
 enum llama_mtp_status llama_mtp_seq_rm(struct llama_mtp * mtp, llama_seq_id seq_id, llama_pos p0, llama_pos p1);
+const char * llama_mtp_status_name(int32_t status);
 enum llama_mtp_status llama_mtp_step(struct llama_mtp * mtp, llama_seq_id seq_id, struct llama_sampler * smpl, llama_token id_last, llama_pos n_past, llama_token * tokens, int32_t capacity, int32_t * n_tokens);
 const char * llama_mtp_strategy_name(int32_t type);
 enum llama_mtp_status llama_mtp_strategy_supported(int32_t type);

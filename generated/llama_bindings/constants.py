@@ -42,6 +42,7 @@ LLAMA_FILE_MAGIC_GGSN: Final = 1734833006  # llama.h
 LLAMA_FILE_MAGIC_GGSQ: Final = 1734833009  # llama.h
 LLAMA_MTP_ABI_VERSION: Final = 1  # llama_mtp.h
 LLAMA_MTP_DRAFT_CONTEXT_STRATEGIES: Final = 62  # llama_mtp.h
+LLAMA_MTP_DRAFT_DEFAULT: Final = 3  # llama_mtp.h
 LLAMA_MTP_DRAFT_MAX: Final = 255  # llama_mtp.h
 LLAMA_MTP_NGRAM_MAX: Final = 1024  # llama_mtp.h
 LLAMA_SESSION_MAGIC: Final = 1734833006  # llama.h
@@ -75,6 +76,7 @@ LLAMA_MTP_STATUS_INTERNAL_ERROR: Final = 10  # llama_mtp.h, enum llama_mtp_statu
 LLAMA_MTP_STATUS_UNSUPPORTED_STRATEGY: Final = 11  # llama_mtp.h, enum llama_mtp_status
 LLAMA_MTP_STATUS_VOCAB_MISMATCH: Final = 12  # llama_mtp.h, enum llama_mtp_status
 LLAMA_MTP_STATUS_FILE_UNREADABLE: Final = 13  # llama_mtp.h, enum llama_mtp_status
+LLAMA_MTP_STATUS_NOT_IN_RELEASE: Final = 14  # llama_mtp.h, enum llama_mtp_status
 
 
 class SpeculativeMode(enum.StrEnum):

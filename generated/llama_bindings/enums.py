@@ -651,6 +651,7 @@ class llama_mtp_status(enum.IntEnum):
     UNSUPPORTED_STRATEGY = 11
     VOCAB_MISMATCH = 12
     FILE_UNREADABLE = 13
+    NOT_IN_RELEASE = 14
 
 
 class llama_mtp_strategy_type(enum.IntEnum):
@@ -1140,6 +1141,7 @@ LLAMA_MTP_STATUS_INTERNAL_ERROR: Final = llama_mtp_status.INTERNAL_ERROR
 LLAMA_MTP_STATUS_UNSUPPORTED_STRATEGY: Final = llama_mtp_status.UNSUPPORTED_STRATEGY
 LLAMA_MTP_STATUS_VOCAB_MISMATCH: Final = llama_mtp_status.VOCAB_MISMATCH
 LLAMA_MTP_STATUS_FILE_UNREADABLE: Final = llama_mtp_status.FILE_UNREADABLE
+LLAMA_MTP_STATUS_NOT_IN_RELEASE: Final = llama_mtp_status.NOT_IN_RELEASE
 LLAMA_MTP_STRATEGY_DRAFT_SIMPLE: Final = llama_mtp_strategy_type.DRAFT_SIMPLE
 LLAMA_MTP_STRATEGY_DRAFT_EAGLE3: Final = llama_mtp_strategy_type.DRAFT_EAGLE3
 LLAMA_MTP_STRATEGY_DRAFT_MTP: Final = llama_mtp_strategy_type.DRAFT_MTP

@@ -11,11 +11,15 @@ without the MTP API has no wrapper declarations: ``SpeculativeMode`` is then ``n
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from generator.errors import BindgenError
 from generator.ir import Interface
+from generator.paths import wrapper_dir
+from generator.sources.tree import WRAPPER_HEADER
 
 STRATEGY_ENUM = "llama_mtp_strategy_type"
 STRATEGY_PREFIX = "LLAMA_MTP_STRATEGY_"
@@ -23,6 +27,9 @@ DRAFT_CONTEXT_MASK = "LLAMA_MTP_DRAFT_CONTEXT_STRATEGIES"
 # Enums whose enumerators the runtime reads from ``constants`` (by their C names).
 RUNTIME_ENUMS = ("ggml_log_level", "llama_mtp_status")
 RUNTIME_HEADER = "llama.h"  # the interfaces the shipped runtime runs on
+
+
+STATUS_PREFIX = "LLAMA_MTP_STATUS_"
 
 
 @dataclass(frozen=True)
@@ -36,6 +43,23 @@ class StrategyValue:
 def strategy_name(enumerator: str) -> str:
     """llama_mtp.h's rule: ``LLAMA_MTP_STRATEGY_NGRAM_MAP_K4V`` -> ``ngram-map-k4v``."""
     return enumerator.removeprefix(STRATEGY_PREFIX).lower().replace("_", "-")
+
+
+def status_name(enumerator: str) -> str:
+    """llama_mtp.h's rule (``llama_mtp_status_name``): ``LLAMA_MTP_STATUS_NOT_IN_RELEASE`` ->
+    ``not_in_release``."""
+    return enumerator.removeprefix(STATUS_PREFIX).lower()
+
+
+@cache
+def header_macro(name: str) -> int:
+    """An integer ``#define`` of the wrapper header this tool ships (``LLAMA_MTP_DRAFT_DEFAULT``),
+    for the tool's own defaults where no parse of a tree is at hand."""
+    text = (wrapper_dir() / WRAPPER_HEADER).read_text(encoding="utf-8")
+    found = re.search(rf"^#define\s+{re.escape(name)}\s+(\d+)\s*$", text, re.M)
+    if found is None:
+        raise BindgenError(f"{WRAPPER_HEADER} defines no integer {name}")
+    return int(found.group(1))
 
 
 def strategies(api: Interface) -> list[StrategyValue]:

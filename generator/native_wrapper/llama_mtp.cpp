@@ -16,6 +16,7 @@
 #include "llama_mtp_sidecar.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -23,6 +24,7 @@
 #include <new>
 #include <string>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #ifndef LLAMA_MTP_LLAMA_COMMIT
@@ -35,6 +37,47 @@ using namespace llama_mtp_impl;
 namespace {
 
 thread_local std::string g_last_error;
+
+// Every llama_mtp_status, its name made from the enumerator (llama_mtp.h's rule: the suffix in
+// lower case). tests/native checks that every enumerator of the header has its row.
+struct status_row {
+    int32_t status;
+    const char * enumerator;  // the enumerator's suffix ("NOT_IN_RELEASE")
+};
+#define LLAMA_MTP_STATUS_ROW(suffix) {LLAMA_MTP_STATUS_##suffix, #suffix}
+const status_row k_status_rows[] = {
+    LLAMA_MTP_STATUS_ROW(OK),
+    LLAMA_MTP_STATUS_ROW(INVALID_ARGUMENT),
+    LLAMA_MTP_STATUS_ROW(UNSUPPORTED_VERSION),
+    LLAMA_MTP_STATUS_ROW(NO_NEXTN_LAYERS),
+    LLAMA_MTP_STATUS_ROW(MTP_NOT_LOADED),
+    LLAMA_MTP_STATUS_ROW(BAD_STATE),
+    LLAMA_MTP_STATUS_ROW(ACCEPT_TOO_MANY),
+    LLAMA_MTP_STATUS_ROW(CONTEXT_FAILED),
+    LLAMA_MTP_STATUS_ROW(DECODE_FAILED),
+    LLAMA_MTP_STATUS_ROW(BUFFER_TOO_SMALL),
+    LLAMA_MTP_STATUS_ROW(INTERNAL_ERROR),
+    LLAMA_MTP_STATUS_ROW(UNSUPPORTED_STRATEGY),
+    LLAMA_MTP_STATUS_ROW(VOCAB_MISMATCH),
+    LLAMA_MTP_STATUS_ROW(FILE_UNREADABLE),
+    LLAMA_MTP_STATUS_ROW(NOT_IN_RELEASE),
+};
+#undef LLAMA_MTP_STATUS_ROW
+
+const std::vector<std::pair<int32_t, std::string>> & status_names() {
+    static const std::vector<std::pair<int32_t, std::string>> names = [] {
+        std::vector<std::pair<int32_t, std::string>> out;
+        for (const status_row & row : k_status_rows) {
+            std::string name(row.enumerator);
+            for (char & c : name) {
+                c = (char) std::tolower((unsigned char) c);
+            }
+            out.emplace_back(row.status, name);
+        }
+        return out;
+    }();
+    return names;
+}
 
 }  // namespace
 
@@ -673,6 +716,18 @@ llama_mtp_status llama_mtp_strategy_supported(int32_t type) {
 const char * llama_mtp_strategy_name(int32_t type) {
     const strategy_info * info = find_strategy(type);
     return info != nullptr ? info->name.c_str() : nullptr;
+}
+
+const char * llama_mtp_status_name(int32_t status) {
+    try {
+        for (const auto & entry : status_names()) {
+            if (entry.first == status) {
+                return entry.second.c_str();
+            }
+        }
+    } catch (...) {  // the table could not be built (out of memory)
+    }
+    return nullptr;
 }
 
 }  // extern "C"

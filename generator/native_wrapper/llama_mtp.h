@@ -66,7 +66,9 @@ enum llama_mtp_status {
     /* Added after the first release: */
     LLAMA_MTP_STATUS_UNSUPPORTED_STRATEGY = 11, /* a strategy, or a mix, this library cannot run */
     LLAMA_MTP_STATUS_VOCAB_MISMATCH      = 12, /* the draft model's vocabulary is not the target's */
-    LLAMA_MTP_STATUS_FILE_UNREADABLE     = 13  /* an n-gram cache file is missing or malformed */
+    LLAMA_MTP_STATUS_FILE_UNREADABLE     = 13, /* an n-gram cache file is missing or malformed */
+    LLAMA_MTP_STATUS_NOT_IN_RELEASE      = 14  /* a strategy or feature the llama.cpp release this
+                                                * library was built from does not have */
 };
 
 /* Speculative strategies: upstream's COMMON_SPECULATIVE_TYPE_* with fixed values of our own. A
@@ -95,9 +97,11 @@ enum llama_mtp_strategy_type {
      (1u << LLAMA_MTP_STRATEGY_DRAFT_DSPARK))
 
 /* Bounds of the parameters: n-gram and m-gram lengths (size_n, size_m, min_hits, n_match,
- * mod_n_max), and tokens per draft (params.n_max). */
+ * mod_n_max), and tokens per draft (params.n_max). LLAMA_MTP_DRAFT_DEFAULT: params.n_max's
+ * default (llama_mtp_default_params). Added after the first release: LLAMA_MTP_DRAFT_DEFAULT. */
 #define LLAMA_MTP_NGRAM_MAX 1024
 #define LLAMA_MTP_DRAFT_MAX 255
+#define LLAMA_MTP_DRAFT_DEFAULT 3
 
 /* One strategy and its parameters; fill with llama_mtp_default_strategy, then adjust. Fields a
  * strategy does not use are ignored. */
@@ -123,7 +127,7 @@ struct llama_mtp;
 
 struct llama_mtp_params {
     uint32_t struct_size;      /* sizeof(struct llama_mtp_params) */
-    int32_t  n_max;            /* most tokens per draft, [1, DRAFT_MAX] (default 3) */
+    int32_t  n_max;            /* most tokens per draft, [1, DRAFT_MAX] (default DRAFT_DEFAULT) */
     int32_t  n_min;            /* drafts shorter than this are dropped, >= 0 (default 0) */
     float    p_min;            /* stop drafting below this top-token probability (default 0) */
     uint32_t n_seq;            /* sequences 0..n_seq-1 the sidecar serves (default 1) */
@@ -180,14 +184,19 @@ LLAMA_MTP_API enum llama_mtp_status llama_mtp_default_strategy(
         int32_t type, struct llama_mtp_strategy * strategy);
 
 /* LLAMA_MTP_STATUS_OK when this library can run `type` (with a suitable draft model where it needs
- * one); else LLAMA_MTP_STATUS_UNSUPPORTED_STRATEGY (a value this release of llama.cpp lacks, or
- * one the wrapper does not run) or LLAMA_MTP_STATUS_INVALID_ARGUMENT (not a strategy at all), and
+ * one); else LLAMA_MTP_STATUS_NOT_IN_RELEASE (a strategy the llama.cpp release this library was
+ * built from lacks), LLAMA_MTP_STATUS_UNSUPPORTED_STRATEGY (one the wrapper does not run in any
+ * release) or LLAMA_MTP_STATUS_INVALID_ARGUMENT (not a strategy at all), and
  * llama_mtp_last_error() says why. */
 LLAMA_MTP_API enum llama_mtp_status llama_mtp_strategy_supported(int32_t type);
 
 /* llama.cpp's name of a strategy ("draft-mtp", "ngram-mod", ...; the --spec-type value), or NULL
  * for a value that is not one. */
 LLAMA_MTP_API const char * llama_mtp_strategy_name(int32_t type);
+
+/* The name of a status: its enumerator's suffix in lower case (LLAMA_MTP_STATUS_NOT_IN_RELEASE:
+ * "not_in_release"), or NULL for a value that is not one. Added after the first release. */
+LLAMA_MTP_API const char * llama_mtp_status_name(int32_t status);
 
 /* Number of NextN (MTP) layers of a model into *n_layers. */
 LLAMA_MTP_API enum llama_mtp_status llama_mtp_model_n_nextn_layers(
@@ -198,16 +207,17 @@ LLAMA_MTP_API enum llama_mtp_status llama_mtp_model_n_nextn_layers(
  * status, before anything is created: an unknown type (INVALID_ARGUMENT), a strategy listed twice
  * or two draft-context strategies (UNSUPPORTED_STRATEGY), draft-simple without params.draft_model
  * (INVALID_ARGUMENT) or with one whose vocabulary differs from the target's (VOCAB_MISMATCH),
- * draft-eagle3/dflash/dspark (UNSUPPORTED_STRATEGY: not run by this wrapper yet), n-gram sizes out of
- * range (INVALID_ARGUMENT), an n-gram cache file that cannot be read or is malformed
- * (FILE_UNREADABLE). With draft-mtp: the model must have NextN layers and have been loaded with
- * llama_model_params.load_mtp = true (checked: its NextN tensors must be present, else
- * LLAMA_MTP_STATUS_MTP_NOT_LOADED). Call before the first decode on ctx_tgt: it switches the
- * target to emitting the hidden states MTP needs. Recurrent or hybrid targets need
+ * draft-eagle3/dflash/dspark (UNSUPPORTED_STRATEGY: not run by this wrapper yet), a strategy the
+ * llama.cpp release lacks, or backend_sampling = 1 in a release without draft backend sampling
+ * (NOT_IN_RELEASE), n-gram sizes out of range (INVALID_ARGUMENT), an n-gram cache file that cannot
+ * be read or is malformed (FILE_UNREADABLE). With draft-mtp: the model must have NextN layers and
+ * have been loaded with llama_model_params.load_mtp = true (checked: its NextN tensors must be
+ * present, else LLAMA_MTP_STATUS_MTP_NOT_LOADED). Call before the first decode on ctx_tgt: it
+ * switches the target to emitting the hidden states MTP needs. Recurrent or hybrid targets need
  * llama_context_params.n_rs_seq >= n_max, and the target needs room for 1 + n_max outputs in a
- * batch: llama_context_params.n_outputs_max 0 (n_batch) or >= 1 + n_max (checked, except against
- * a Windows libllama, which does not export the value). A model with more NextN layers than
- * llama.cpp builds its architecture's MTP graph for is refused.
+ * batch: llama_context_params.n_outputs_max 0 (n_batch) or >= 1 + n_max (checked, except against a
+ * Windows libllama, which does not export the value). A model with more NextN layers than llama.cpp
+ * builds its architecture's MTP graph for is refused.
  */
 LLAMA_MTP_API enum llama_mtp_status llama_mtp_create(
         struct llama_context * ctx_tgt,

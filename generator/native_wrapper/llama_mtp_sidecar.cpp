@@ -14,7 +14,7 @@
 #endif
 
 // Architectures whose MTP graph asserts exactly one NextN layer in this tree, comma-separated
-// (the build reads them from src/models/; see generator/build/nextn_archs.py).
+// (the build reads them from src/models/; see generator/native/nextn_archs.py).
 #ifndef LLAMA_MTP_SINGLE_NEXTN_ARCHS
 #    define LLAMA_MTP_SINGLE_NEXTN_ARCHS ""
 #endif
@@ -87,7 +87,7 @@ llama_mtp_status check_vocab(const llama_model * tgt, const llama_model * dft, c
 void params_defaults(llama_mtp_params & p) {
     std::memset(&p, 0, sizeof(p));
     p.struct_size = sizeof(p);
-    p.n_max = 3;
+    p.n_max = LLAMA_MTP_DRAFT_DEFAULT;
     p.n_min = 0;
     p.p_min = 0.0f;
     p.n_seq = 1;
@@ -500,7 +500,7 @@ llama_mtp_status read_params(llama_context * ctx_tgt, const llama_mtp_params * p
         return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT, where + ": draft_n_ctx must be >= 0");
     }
     if (p.backend_sampling != 0 && !up::has_backend_sampling()) {
-        return fail(LLAMA_MTP_STATUS_UNSUPPORTED_STRATEGY,
+        return fail(LLAMA_MTP_STATUS_NOT_IN_RELEASE,
                     where + ": backend_sampling is not in this llama.cpp release (" +
                         LLAMA_MTP_LLAMA_TAG + ": common_params_speculative_draft has no "
                         "backend_sampling); set params.backend_sampling = 0");

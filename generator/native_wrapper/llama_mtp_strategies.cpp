@@ -98,7 +98,7 @@ llama_mtp_status strategy_support(int32_t type, const std::string & where) {
                         "does not run it until it can check such a model itself");
     }
     if (llama_mtp_upstream::upstream_strategy_type(type) < 0) {
-        return fail(LLAMA_MTP_STATUS_UNSUPPORTED_STRATEGY,
+        return fail(LLAMA_MTP_STATUS_NOT_IN_RELEASE,
                     where + ": " + info->name + " is not in this llama.cpp release (" +
                         LLAMA_MTP_LLAMA_TAG + ": common/common.h has no matching "
                         "COMMON_SPECULATIVE_TYPE_* value)");

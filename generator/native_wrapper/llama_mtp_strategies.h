@@ -30,8 +30,8 @@ const strategy_info * strategies_end();
 uint32_t n_strategy_types();
 const strategy_info * find_strategy(int32_t type);
 
-// OK when this build runs `type`; UNSUPPORTED_STRATEGY (naming what is missing) or
-// INVALID_ARGUMENT otherwise.
+// OK when this build runs `type`; NOT_IN_RELEASE (the tree lacks it), UNSUPPORTED_STRATEGY (never
+// run by the wrapper; the message names why) or INVALID_ARGUMENT otherwise.
 llama_mtp_status strategy_support(int32_t type, const std::string & where);
 void strategy_defaults(int32_t type, llama_mtp_strategy & s);
 llama_mtp_status check_range(int32_t value, int32_t lo, int32_t hi, const std::string & what);

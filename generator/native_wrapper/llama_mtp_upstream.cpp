@@ -117,7 +117,6 @@ struct speculative {
 speculative_defaults defaults() {
     const common_params_speculative up;
     speculative_defaults d{};
-    d.n_max = up.draft.n_max;
     const common_params_speculative_ngram_map * maps[3] = {&up.ngram_simple, &up.ngram_map_k,
                                                            &up.ngram_map_k4v};
     for (int i = 0; i < 3; ++i) {

@@ -12,6 +12,7 @@
 #pragma once
 
 #include "llama.h"
+#include "llama_mtp.h"
 
 #include <cstdint>
 #include <string>
@@ -69,7 +70,7 @@ struct speculative;  // one common_speculative
 // What one strategy is initialised with, in the wrapper's terms.
 struct strategy_config {
     int32_t upstream_type = 0;  // from upstream_strategy_type()
-    int32_t n_max = 3;
+    int32_t n_max = LLAMA_MTP_DRAFT_DEFAULT;
     int32_t n_min = 0;
     float   p_min = 0.0f;
     bool    backend_sampling = false;
@@ -82,7 +83,6 @@ struct strategy_config {
 
 // llama.cpp's own defaults for this tree (a default-constructed common_params_speculative).
 struct speculative_defaults {
-    int32_t n_max;
     int32_t map_size_n[3], map_size_m[3], map_min_hits[3];  // ngram-simple, ngram-map-k, -k4v
     int32_t mod_n_match, mod_n_min, mod_n_max;
     bool    backend_sampling;

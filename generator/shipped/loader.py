@@ -40,7 +40,7 @@ API_IDENTITY_FUNCTION = "llama_bindgen_api_identity"
 # Opened in this order so that each library finds the ones it links against already loaded.
 GGML_STEMS = ("ggml-base", "ggml-cpu", "ggml")
 LLAMA_STEM = "llama"
-MTP_STEMS = ("llama_mtp", "llama-mtp")
+MTP_STEM = "llama_mtp"
 
 
 class LibraryNotFoundError(OSError):
@@ -230,9 +230,7 @@ def load(
             raise LibraryNotFoundError(f"{' or '.join(file_names(stem))} not found in {folder}")
         ggml_paths.append(path)
     llama_path = ggml_paths.pop()
-    mtp_path = next(
-        (p for p in (find_library(folder, stem) for stem in MTP_STEMS) if p is not None), None
-    )
+    mtp_path = find_library(folder, MTP_STEM)
     if check_abi:
         # every file tied to the build record before any of them is loaded (and runs code)
         optional = [find_library(folder, ABI_STEM), mtp_path]

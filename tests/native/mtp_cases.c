@@ -411,6 +411,13 @@ static void no_model_strategy_cases(void) {
     const char * name = llama_mtp_strategy_name(LLAMA_MTP_STRATEGY_NGRAM_MOD);
     printf("INFO name_ngram_mod %s\n", name ? name : "(null)");
     printf("INFO name_bogus_null %d\n", llama_mtp_strategy_name(99) == NULL);
+    /* every value's status name, "-" for NULL: the test compares them with the header's enum */
+    printf("INFO status_names");
+    for (int32_t v = -1; v < 64; ++v) {
+        const char * status = llama_mtp_status_name(v);
+        printf(" %d=%s", (int) v, status ? status : "-");
+    }
+    printf("\n");
     printf("INFO n_strategies_null %d\n", llama_mtp_n_strategies(NULL));
 }
 

@@ -313,6 +313,12 @@ def test_strategy_cases(
     cases, info = parse_cases(proc.stdout)
     _check(cases, STRATEGY_CASES, statuses)
     assert info["name_ngram_mod"] == "ngram-mod" and info["name_bogus_null"] == "1"
+    names = dict(entry.split("=") for entry in info["status_names"].split())
+    assert {int(v): n for v, n in names.items() if n != "-"} == {
+        value: name.lower() for name, value in statuses.items()
+    }, "llama_mtp_status_name is not the header's enumerators, lower case"
+    assert names["-1"] == "-" and names[str(max(statuses.values()) + 1)] == "-"
+    assert names[str(statuses["NOT_IN_RELEASE"])] == "not_in_release"
     assert info["n_strategies_null"] == "-1"
     # llama.cpp's own defaults for an n-gram map (common_params_speculative_ngram_map) and ngram-mod
     assert info["default_ngram"].split() == ["12", "48", "1", "24", "48", "64"]

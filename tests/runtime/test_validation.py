@@ -212,3 +212,53 @@ def test_metrics_and_results_without_a_generation(runtime: Any) -> None:
     cancel.cancel()
     assert cancel.cancelled
     assert runtime.FinishReason("eog") is runtime.FinishReason.END_OF_GENERATION
+
+
+def test_the_default_draft_length_is_the_wrappers(runtime: Any) -> None:
+    from llama_bindings import constants
+
+    assert runtime.SpeculativeDecoding().draft_token_max == constants.LLAMA_MTP_DRAFT_DEFAULT
+    assert mtp_spec(runtime).draft_token_max == constants.LLAMA_MTP_DRAFT_DEFAULT
+    assert 1 <= constants.LLAMA_MTP_DRAFT_DEFAULT <= constants.LLAMA_MTP_DRAFT_MAX
+
+
+class _RefusingWrapper:
+    """A wrapper whose llama_mtp_create returns ``status`` (the sidecar's other calls succeed)."""
+
+    def __init__(self, constants: Any, status: int) -> None:
+        self.constants, self.status = constants, status
+
+    def llama_mtp_default_params(self, params: Any) -> int:
+        return int(self.constants.LLAMA_MTP_STATUS_OK)
+
+    def llama_mtp_create(self, ctx: Any, params: Any, out: Any) -> int:
+        return self.status
+
+    def llama_mtp_last_error(self) -> Any:
+        from llama_bindings._ffi import ffi
+
+        return ffi.new("char[]", b"ngram-cache is not in this llama.cpp release")
+
+
+def test_a_strategy_not_in_the_release_is_unsupported_not_a_failure(runtime: Any) -> None:
+    """LLAMA_MTP_STATUS_NOT_IN_RELEASE from llama_mtp_create is LlamaUnsupportedError (with the
+    wrapper's message), as every "cannot run here" status; another failure stays a runtime
+    error."""
+    from llama_bindings import constants
+    from llama_bindings._ffi import ffi
+    from llama_bindings.runtime import speculative
+
+    refused = speculative._refused_statuses()
+    assert constants.LLAMA_MTP_STATUS_NOT_IN_RELEASE in refused
+    assert constants.LLAMA_MTP_STATUS_OK not in refused
+
+    class _Target:
+        pointer = ffi.NULL
+
+    for status, error in (
+        (constants.LLAMA_MTP_STATUS_NOT_IN_RELEASE, runtime.LlamaUnsupportedError),
+        (constants.LLAMA_MTP_STATUS_INTERNAL_ERROR, runtime.LlamaRuntimeError),
+    ):
+        wrapper = _RefusingWrapper(constants, status)
+        with pytest.raises(error, match="not in this llama"):
+            speculative.Sidecar(wrapper, ffi, _Target(), mtp_spec(runtime))

@@ -43,10 +43,17 @@ _STRATEGY_FUNCTIONS: Final = (
 )
 
 
+# The default draft length: the wrapper's (llama_mtp.h's LLAMA_MTP_DRAFT_DEFAULT, generated into
+# constants). A release without the MTP API has no wrapper constants and runs no speculation, so
+# there the value only has to be a valid one.
+_DRAFT_DEFAULT: Final[int] = getattr(constants, "LLAMA_MTP_DRAFT_DEFAULT", 1)
+
+
 def _refused_statuses() -> tuple[int, ...]:
     """The llama_mtp statuses that mean "this cannot run here" (LlamaUnsupportedError): no MTP
     head, not loaded, a strategy or mix the library cannot run, a draft model of another
-    vocabulary, an unreadable n-gram cache file."""
+    vocabulary, an unreadable n-gram cache file, a strategy or feature the llama.cpp release
+    lacks."""
     c = constants
     return (
         c.LLAMA_MTP_STATUS_NO_NEXTN_LAYERS,
@@ -54,6 +61,7 @@ def _refused_statuses() -> tuple[int, ...]:
         c.LLAMA_MTP_STATUS_UNSUPPORTED_STRATEGY,
         c.LLAMA_MTP_STATUS_VOCAB_MISMATCH,
         c.LLAMA_MTP_STATUS_FILE_UNREADABLE,
+        c.LLAMA_MTP_STATUS_NOT_IN_RELEASE,
     )
 
 
@@ -108,10 +116,6 @@ class Strategy:
             if path is not None and not os.path.isfile(path):
                 raise FileNotFoundError(errno.ENOENT, "no n-gram cache file", os.fspath(path))
 
-    @property
-    def draft_context(self) -> bool:
-        return self.kind in MTP_DRAFT_CONTEXT
-
 
 @dataclass(frozen=True)
 class SpeculativeDecoding:
@@ -139,8 +143,9 @@ class SpeculativeDecoding:
     batches, or the prompt split, can change later tokens.
 
     ``draft_token_max``: most tokens per draft, for every strategy (>= 1; llama.cpp's own 0 would
-    mean unlimited), ``draft_token_min``: drafts of the draft context shorter than this are
-    dropped, ``p_min``: stop drafting when the draft head's top probability falls below it.
+    mean unlimited; default the wrapper's ``LLAMA_MTP_DRAFT_DEFAULT``), ``draft_token_min``:
+    drafts of the draft context shorter than this are dropped, ``p_min``: stop drafting when the
+    draft head's top probability falls below it.
     ``backend_sampling``: let llama.cpp sample the drafts on the draft context's device (the GPU
     when its layers are offloaded); llama.cpp falls back to the CPU when it cannot, and
     ``GenerationMetrics.backend_sampled_drafts`` counts the drafts it did sample there. ``None``
@@ -150,7 +155,7 @@ class SpeculativeDecoding:
     """
 
     mode: SpeculativeMode = SpeculativeMode.NONE
-    draft_token_max: int = 3
+    draft_token_max: int = _DRAFT_DEFAULT
     draft_token_min: int = 0
     p_min: float = 0.0
     backend_sampling: bool | None = None
