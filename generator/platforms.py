@@ -25,6 +25,8 @@ from generator.errors import BindgenError, UsageError
 
 # Declarations are collected from this triple's parse; layouts come from every platform's triples.
 HOST_TARGET = "x86_64-linux-gnu"
+# The platform the test suite runs on (CI's publishing runner), and the verbs' default platform.
+REFERENCE_PLATFORM = "linux-x86_64"
 
 BACKENDS: tuple[str, ...] = ("cpu", "cuda", "vulkan", "metal")
 # What `llama-bindgen build` builds: the CPU backend for every platform, and these GPU backends

@@ -36,7 +36,7 @@ from generator.errors import BindgenError
 from generator.native.build_info import MtpSupport, read_build_info
 from generator.parse.frontend import parse_tree
 from generator.paths import TAG_SOURCES, default_cache_dir
-from generator.platforms import host_platform_name, split_key
+from generator.platforms import REFERENCE_PLATFORM, host_platform_name, split_key
 from generator.releases import load_releases
 from generator.smoke import SmokeReport
 from generator.sources.fetch import FetchResult, fetch_tree
@@ -138,7 +138,7 @@ def strategies_run(report: SmokeReport) -> list[str]:
 class CompatOptions:
     tags: tuple[str, ...]
     repo: Path
-    platforms: tuple[str, ...] = ("linux-x86_64",)
+    platforms: tuple[str, ...] = (REFERENCE_PLATFORM,)
     cache: Path | None = None
     results: Path | None = None  # default: <repo>/reports/compat.json
     readme: bool = True  # re-render the README's table from the results

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from generator.emit import PACKAGE_NAME
 from generator.errors import BindgenError
 from generator.ir.interface import Interface
 from generator.native.build import BuildResult, build_native, driverless_library_dirs
@@ -86,7 +87,7 @@ def build_gate(
 
 def symbols_gate(run: PlatformRun) -> GateOutcome:
     assert run.build is not None
-    manifest = run.package_parent / "llama_bindings" / "abi_manifest.json"
+    manifest = run.package_parent / PACKAGE_NAME / "abi_manifest.json"
     report = check_symbols(manifest, run.build)
     lines = [f"checked {report.checked} declared functions"]
     if run.backend != "cpu":
@@ -147,7 +148,7 @@ def layout_gate(run: PlatformRun, host_platform: str) -> GateOutcome:
         import cffi
 
         ffi = cffi.FFI()
-        cdef = (run.package_parent / "llama_bindings" / "cdef.h").read_text(encoding="utf-8")
+        cdef = (run.package_parent / PACKAGE_NAME / "cdef.h").read_text(encoding="utf-8")
         ffi.cdef(cdef)
         sources["cffi"] = cffi_values(ffi, run.api, sorted(probe))
     problems = compare(sources)

@@ -16,6 +16,7 @@ from typing import Any
 
 from generator.errors import UsageError
 from generator.paths import checkout_root
+from generator.platforms import REFERENCE_PLATFORM
 from generator.releases import is_build_tag
 
 
@@ -31,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
         CompatOptions(
             tags=tuple(dict.fromkeys(args.tags)),
             repo=checkout_root("compat"),
-            platforms=tuple(args.platform or ("linux-x86_64",)),
+            platforms=tuple(args.platform or (REFERENCE_PLATFORM,)),
             cache=args.cache,
             results=args.results,
             readme=not args.no_readme,
@@ -55,7 +56,7 @@ def register(subparsers: Any) -> None:
         "--platform",
         action="append",
         metavar="P",
-        help="platform (or platform-backend) to gate on (repeatable; default linux-x86_64)",
+        help=f"platform or platform-backend to gate on (repeatable; default {REFERENCE_PLATFORM})",
     )
     parser.add_argument("--cache", type=Path, default=None, help="cache folder")
     parser.add_argument(

@@ -9,6 +9,7 @@ from typing import Any
 
 from generator.diff import compare
 from generator.diff.report import render_json, render_markdown
+from generator.emit import PACKAGE_NAME
 from generator.errors import BindgenError, UsageError
 from generator.ir import Interface
 from generator.platforms import DEFAULT_TARGETS
@@ -78,8 +79,8 @@ def load_side(spec: str, targets: tuple[str, ...]) -> tuple[Interface, str]:
             return api, "" if api.source.commit else path.name
         if (path / "ir.json").is_file():
             return Interface.load(path / "ir.json"), ""
-        if (path / "llama_bindings" / "ir.json").is_file():
-            return Interface.load(path / "llama_bindings" / "ir.json"), ""
+        if (path / PACKAGE_NAME / "ir.json").is_file():
+            return Interface.load(path / PACKAGE_NAME / "ir.json"), ""
         raise UsageError(f"{path} is neither a llama.cpp tree nor a folder holding ir.json")
     if "/" in spec or spec.endswith(".json"):
         raise UsageError(f"{spec}: no such file or folder")

@@ -22,6 +22,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from generator.emit import PACKAGE_NAME
 from generator.platforms import gate_key
 from generator.release.archives import collect, write_archive
 from generator.release.assets import ASSETS_NAME, Artifact, manifest, write_manifest
@@ -146,7 +147,7 @@ def refuse_unlicensed(found: list[NativeBuild]) -> None:
 def _bindings_package(generated: Path, commit: str) -> Path:
     """The bindings package in ``generated`` (the repository's generated/, holding
     llama_bindings/, or a package folder itself), checked against the release's commit."""
-    nested = generated / "llama_bindings" / BINDINGS_MANIFEST
+    nested = generated / PACKAGE_NAME / BINDINGS_MANIFEST
     manifest_path = nested if nested.is_file() else generated / BINDINGS_MANIFEST
     try:
         data = json.loads(manifest_path.read_text(encoding="utf-8"))

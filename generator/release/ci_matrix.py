@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from generator import PYTHON_FLOOR
 from generator.platforms import PLATFORMS, builds_backend, gate_key
 
 # The GitHub-hosted runner that runs the test suite, and gathers, verifies and publishes.
 PUBLISH_RUNNER = "ubuntu-24.04"
-PYTHON_VERSION = "3.11"
+PYTHON_VERSION = "{}.{}".format(*PYTHON_FLOOR)  # CI runs the oldest Python supported
 
 
 @dataclass(frozen=True)

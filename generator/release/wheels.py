@@ -40,7 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from generator import __version__
+from generator import PYTHON_FLOOR, __version__
+from generator.emit import PACKAGE_NAME
 from generator.errors import BindgenError, UsageError
 from generator.hashing import file_sha256
 from generator.platforms import PLATFORMS, Platform, host_platform_name, split_key
@@ -52,11 +53,11 @@ from generator.sources.licenses import LICENSES_DIR
 from generator.sources.tag_sources import tag_number
 
 WHEEL_NAME = "llama-bindings"
-PACKAGE = "llama_bindings"
-REQUIRES_PYTHON = ">=3.11"
+PACKAGE = PACKAGE_NAME
+REQUIRES_PYTHON = ">={}.{}".format(*PYTHON_FLOOR)
 DEPENDENCIES = ("cffi>=1.16",)
-# The compiled API-mode module is a stable-ABI extension: CPython 3.11 (REQUIRES_PYTHON) and on.
-API_PYTHON_TAG = "cp311-abi3"
+# The compiled API-mode module is a stable-ABI extension: CPython PYTHON_FLOOR and on.
+API_PYTHON_TAG = "cp{}{}-abi3".format(*PYTHON_FLOOR)
 PLAIN_PYTHON_TAG = "py3-none"
 API_MODULE_PREFIX = "_llama_bindings_api."
 # Libraries a backend's wheel leaves to the machine: the Vulkan loader finds the machine's drivers.

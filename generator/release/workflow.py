@@ -6,7 +6,7 @@ from pathlib import Path
 
 from generator import __version__
 from generator.paths import checkout_root
-from generator.platforms import apt_packages_for
+from generator.platforms import REFERENCE_PLATFORM, apt_packages_for
 from generator.release.ci_matrix import PUBLISH_RUNNER, PYTHON_VERSION, ci_jobs
 from generator.release.render import render
 
@@ -14,7 +14,7 @@ WORKFLOW_PATH = Path(".github/workflows/release.yml")
 TRACK_WORKFLOW_NAME = "track-upstream.yml"  # emitted beside the release workflow
 TRACK_CRON = "17 5 * * *"  # daily, off the hour
 TRACK_TIMEOUT_MINUTES = 180
-TESTS_HOST = "linux-x86_64"  # the platform of PUBLISH_RUNNER, where the test suite runs
+TESTS_HOST = REFERENCE_PLATFORM  # the platform of PUBLISH_RUNNER, where the test suite runs
 # What the release job installs for the wheels: the aarch64 runtime libraries auditwheel grafts.
 WHEEL_PACKAGES = ("libgomp1-arm64-cross",)
 
