@@ -11,7 +11,7 @@ from typing import Any
 from generator.emit import PACKAGE_NAME
 from generator.errors import GateFailedError, GateNotRunError, UsageError
 from generator.paths import checkout_generated
-from generator.platforms import BUILT_BACKENDS, PLATFORMS
+from generator.platforms import BUILT_BACKENDS, PLATFORMS, REFERENCE_PLATFORM
 from generator.releases import UNKNOWN_COMMIT
 
 
@@ -34,7 +34,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--platform", action="append", choices=sorted(PLATFORMS), default=None,
-        help="platform to smoke-test (repeatable; default linux-x86_64)",
+        help=f"platform to smoke-test (repeatable; default {REFERENCE_PLATFORM})",
     )  # fmt: skip
     parser.add_argument(
         "--tree",
@@ -68,7 +68,10 @@ def register(subparsers: Any) -> None:
         help="a real MTP GGUF to compare on instead of the test models",
     )
     parser.add_argument("--max-tokens", type=int, default=48, help="tokens per generation (48)")
-    parser.add_argument("--draft-max", type=int, default=3, help="draft_token_max (3)")
+    parser.add_argument(
+        "--draft-max", type=int, default=None,
+        help="draft_token_max (default: the wrapper's LLAMA_MTP_DRAFT_DEFAULT)",
+    )  # fmt: skip
     parser.add_argument("--json", type=Path, default=None, help="also write the reports here")
     parser.set_defaults(func=run)
 
@@ -90,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     from generator.native.build import build_native
     from generator.smoke import NOT_RUN, SmokeReport, not_run_reason, run_smoke, vocabulary_for_tree
 
-    platforms: list[str] = args.platform or ["linux-x86_64"]
+    platforms: list[str] = args.platform or [REFERENCE_PLATFORM]
     if args.lib_dir is not None and len(platforms) != 1:
         raise UsageError("--lib-dir takes one --platform")
     if args.model is not None and not args.model.is_file():

@@ -36,6 +36,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from generator.emit.wrapper_contract import (
+    STRATEGY_PREFIX,
+    header_macro,
+    status_name,
+    strategy_name,
+)
 from generator.native.host import execution_here
 from generator.platforms import CannotRunError, Execution, Platform, get_platform
 from generator.smoke.devices import (
@@ -49,7 +55,8 @@ from generator.smoke.devices import (
 DRIVER = Path(__file__).resolve().with_name("driver.py")
 C_DRIVER = Path(__file__).resolve().with_name("mtp_smoke.c")
 PYTHON_REFUSAL = "LlamaUnsupportedError"
-C_REFUSAL = "LLAMA_MTP_STATUS_NO_NEXTN_LAYERS"
+# The C driver reports a refusal by llama_mtp_status_name.
+C_REFUSAL = status_name("LLAMA_MTP_STATUS_NO_NEXTN_LAYERS")
 PASSED = "passed"
 FAILED = "failed"
 NOT_RUN = "not-run"
@@ -60,18 +67,26 @@ REPEATING_PROMPT = (*range(10, 30), *range(10, 30), *range(10, 30), *range(10, 1
 STRATEGY_DRAFT_MAX = 8
 # Past the prompt's repeats (the first 16 tokens), so that a mix's draft-mtp drafts too.
 STRATEGY_MIN_TOKENS = 32
-STRATEGY_RUNS = (
-    ("draft-simple", ("draft-simple",), True),
-    ("ngram-simple", ("ngram-simple",), False),
-    ("ngram-map-k", ("ngram-map-k",), False),
-    ("ngram-map-k4v", ("ngram-map-k4v",), False),
-    ("ngram-mod", ("ngram-mod",), False),
-    ("ngram-cache", ("ngram-cache",), False),
-    ("ngram-mod + draft-mtp", ("ngram-mod", "draft-mtp"), False),
+# The mode the MTP runs report (draft-mtp's name, by the header's rule).
+MTP_MODE = strategy_name(STRATEGY_PREFIX + "DRAFT_MTP")
+# Each run: its strategies, by their enumerators in llama_mtp.h (names by the header's rule), and
+# whether it takes the draft model.
+_RUNS = (
+    (("DRAFT_SIMPLE",), True),
+    (("NGRAM_SIMPLE",), False),
+    (("NGRAM_MAP_K",), False),
+    (("NGRAM_MAP_K4V",), False),
+    (("NGRAM_MOD",), False),
+    (("NGRAM_CACHE",), False),
+    (("NGRAM_MOD", "DRAFT_MTP"), False),
 )
-
-# What the wrapper says of a strategy the llama.cpp release it was built against does not have.
-ABSENT_FROM_RELEASE = "is not in this llama.cpp release"
+STRATEGY_RUNS = tuple(
+    (" + ".join(names), names, uses_draft)
+    for names, uses_draft in (
+        (tuple(strategy_name(STRATEGY_PREFIX + m) for m in members), uses_draft)
+        for members, uses_draft in _RUNS
+    )
+)
 REAL_MODEL_PROMPT = "The capital of France is Paris. The capital of Germany is"
 DEFAULT_MAX_TOKENS = 48
 DRIVER_TIMEOUT_S = 1800
@@ -243,8 +258,9 @@ def strategy_checks(part: dict[str, Any]) -> tuple[list[Check], list[MetricsRow]
     for run in part["runs"]:
         name = run["name"]
         if "absent" in run:
-            # Only a strategy this llama.cpp release lacks may be left out (the wrapper's words).
-            lacked = ABSENT_FROM_RELEASE in run["absent"]
+            # Only a strategy this llama.cpp release lacks may be left out: the driver says
+            # whether the wrapper refused it with LLAMA_MTP_STATUS_NOT_IN_RELEASE.
+            lacked = run.get("lacked_by_release") is True
             checks.append(Check(f"{name}: refused as not in this release", lacked, run["absent"]))
             continue
         if "unexpected_error" in run:
@@ -338,7 +354,7 @@ def check_results(
             checks.append(Check(f"{name}: MTP runs", False, entry["mtp_unexpected_error"]))
             continue
         mtp = entry["mtp"]
-        rows.append(_row(name, "draft-mtp", mtp))
+        rows.append(_row(name, MTP_MODE, mtp))
         same = mtp["tokens"] == plain["tokens"]
         detail = "" if same else f"plain {plain['tokens'][:16]} vs mtp {mtp['tokens'][:16]}"
         checks.append(Check(f"{name}: MTP output identical to plain greedy", same, detail))
@@ -444,7 +460,7 @@ def run_smoke(
     *,
     model: Path | None = None,
     max_tokens: int = DEFAULT_MAX_TOKENS,
-    draft_token_max: int = 3,
+    draft_token_max: int | None = None,
     backend: str = "cpu",
     vocabulary: str = "test",
     python: list[str] | None = None,
@@ -452,8 +468,8 @@ def run_smoke(
     """Smoke-test the libraries in ``lib_dir`` on ``platform`` (with the bindings in
     ``bindings_parent/llama_bindings`` where the platform's Python runs); ``model``: a real MTP
     GGUF instead of the test models, ``vocabulary`` the test models' (:func:`vocabulary_for_tree`).
-    ``python``: a Python with the bindings installed (``lib_dir`` None: ``load()`` finds them).
-    ``not-run`` with the reason where it cannot run here."""
+    ``python``: a Python with the bindings installed (``lib_dir`` None: ``load()`` finds them),
+    ``draft_token_max`` None: the wrapper's default. ``not-run`` where it cannot run here."""
     plat = get_platform(platform)
     try:
         run = execution_here(plat)
@@ -466,7 +482,7 @@ def run_smoke(
         "lib_dir": str(lib_dir.resolve()) if lib_dir else None,
         "max_tokens": max_tokens,
         "n_ctx": 512,
-        "draft_token_max": draft_token_max,
+        "draft_token_max": draft_token_max or header_macro("LLAMA_MTP_DRAFT_DEFAULT"),
         "n_gpu_layers": 0 if backend == "cpu" else ALL_LAYERS,
         "models": [],
     }

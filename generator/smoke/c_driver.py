@@ -140,6 +140,11 @@ def _strategies(
             reference = {"name": "plain", **data["plain"]}
         elif data["plain"]["tokens"] != reference["tokens"]:
             return None, f"{spec['name']}: the plain reference differs between driver runs"
+        if "mtp" not in data and data.get("lacked_by_release"):
+            # refused with LLAMA_MTP_STATUS_NOT_IN_RELEASE: the host may leave it out
+            reason = data.get("mtp_unexpected_error")
+            runs.append({"name": spec["name"], "absent": reason, "lacked_by_release": True})
+            continue
         if "mtp" not in data:
             runs.append(
                 {"name": spec["name"], "unexpected_error": data.get("mtp_unexpected_error")}

@@ -84,18 +84,37 @@ def _strategy_run(
     return {"name": run["name"] if run else "plain", **result}
 
 
+def _not_in_release(libs: Any, kind: str) -> bool:
+    """Whether the wrapper refuses strategy ``kind`` as not in this llama.cpp release (its status,
+    by the generated constants)."""
+    constants: Any = importlib.import_module("llama_bindings.constants")
+    wrapper = libs.llama_mtp
+    if wrapper is None:
+        return False
+    value = constants.MTP_STRATEGY_TYPES[constants.SpeculativeMode(kind)]
+    status = wrapper.llama_mtp_strategy_supported(value)
+    return bool(status == constants.LLAMA_MTP_STATUS_NOT_IN_RELEASE)
+
+
 def _strategies(runtime: Any, libs: Any, plan: dict[str, Any]) -> dict[str, Any]:
     part = plan["strategies"]
     reference = _strategy_run(runtime, libs, part, None, plan)
     runs = []
     for run in part["runs"]:
-        absent = [
-            reason
+        absent = {
+            kind: reason
             for kind in run["strategies"]
             if (reason := runtime.strategy_support(kind, libs)) is not None
-        ]
+        }
         if absent:  # the host decides whether that is a release without it, or a failure
-            runs.append({"name": run["name"], "absent": "; ".join(absent)})
+            lacked = all(_not_in_release(libs, kind) for kind in absent)
+            runs.append(
+                {
+                    "name": run["name"],
+                    "absent": "; ".join(absent.values()),
+                    "lacked_by_release": lacked,
+                }
+            )
             continue
         try:
             runs.append(_strategy_run(runtime, libs, part, run, plan))

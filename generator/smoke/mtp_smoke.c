@@ -174,24 +174,10 @@ static void set_failure(const char * fmt, ...) {
     va_end(ap);
 }
 
+/* The status's name (llama_mtp_status_name: "no_nextn_layers", ...), as the host's checks read it. */
 static const char * status_name(enum llama_mtp_status status) {
-    switch (status) {
-        case LLAMA_MTP_STATUS_OK:                  return "LLAMA_MTP_STATUS_OK";
-        case LLAMA_MTP_STATUS_INVALID_ARGUMENT:    return "LLAMA_MTP_STATUS_INVALID_ARGUMENT";
-        case LLAMA_MTP_STATUS_UNSUPPORTED_VERSION: return "LLAMA_MTP_STATUS_UNSUPPORTED_VERSION";
-        case LLAMA_MTP_STATUS_NO_NEXTN_LAYERS:     return "LLAMA_MTP_STATUS_NO_NEXTN_LAYERS";
-        case LLAMA_MTP_STATUS_MTP_NOT_LOADED:      return "LLAMA_MTP_STATUS_MTP_NOT_LOADED";
-        case LLAMA_MTP_STATUS_BAD_STATE:           return "LLAMA_MTP_STATUS_BAD_STATE";
-        case LLAMA_MTP_STATUS_ACCEPT_TOO_MANY:     return "LLAMA_MTP_STATUS_ACCEPT_TOO_MANY";
-        case LLAMA_MTP_STATUS_CONTEXT_FAILED:      return "LLAMA_MTP_STATUS_CONTEXT_FAILED";
-        case LLAMA_MTP_STATUS_DECODE_FAILED:       return "LLAMA_MTP_STATUS_DECODE_FAILED";
-        case LLAMA_MTP_STATUS_BUFFER_TOO_SMALL:    return "LLAMA_MTP_STATUS_BUFFER_TOO_SMALL";
-        case LLAMA_MTP_STATUS_INTERNAL_ERROR:      return "LLAMA_MTP_STATUS_INTERNAL_ERROR";
-        case LLAMA_MTP_STATUS_UNSUPPORTED_STRATEGY: return "LLAMA_MTP_STATUS_UNSUPPORTED_STRATEGY";
-        case LLAMA_MTP_STATUS_VOCAB_MISMATCH:      return "LLAMA_MTP_STATUS_VOCAB_MISMATCH";
-        case LLAMA_MTP_STATUS_FILE_UNREADABLE:     return "LLAMA_MTP_STATUS_FILE_UNREADABLE";
-    }
-    return "LLAMA_MTP_STATUS_UNKNOWN";
+    const char * name = llama_mtp_status_name((int32_t) status);
+    return name != NULL ? name : "unknown";
 }
 
 static int parse_int(const char * text, long lo, long hi, long * out) {
@@ -721,9 +707,9 @@ int main(int argc, char ** argv) {
     long v[5];
     o.model_path = argv[1];
     if (!parse_int(argv[2], 0, 1000000, &v[0]) || !parse_int(argv[3], 1, 1 << 24, &v[1]) ||
-        !parse_int(argv[4], 1, 255, &v[2]) || !parse_int(argv[5], 1, 1024, &v[3]) ||
+        !parse_int(argv[4], 1, LLAMA_MTP_DRAFT_MAX, &v[2]) || !parse_int(argv[5], 1, 1024, &v[3]) ||
         !parse_int(argv[6], 0, 1, &v[4])) {
-        print_failure("bad numeric argument: MAX_TOKENS >= 0, N_CTX >= 1, DRAFT_MAX in [1, 255], "
+        print_failure("bad numeric argument: MAX_TOKENS >= 0, N_CTX >= 1, DRAFT_MAX in [1, LLAMA_MTP_DRAFT_MAX], "
                       "N_THREADS >= 1, EXPECT_UNSUPPORTED 0 or 1");
         return 2;
     }
@@ -739,9 +725,18 @@ int main(int argc, char ** argv) {
     }
     o.uses_mtp = 1;
     if (argc == 10) {
+        struct llama_mtp_strategy listed[MAX_STRATEGIES];
         o.strategies = argv[8];
         o.draft_path = strcmp(argv[9], "-") == 0 ? NULL : argv[9];
-        o.uses_mtp = strstr(o.strategies, "draft-mtp") != NULL;
+        const int n = parse_strategies(o.strategies, listed);
+        if (n < 0) {
+            print_failure("STRATEGIES names an unknown strategy");
+            return 2;
+        }
+        o.uses_mtp = 0;
+        for (int i = 0; i < n; ++i) {
+            o.uses_mtp |= listed[i].type == LLAMA_MTP_STRATEGY_DRAFT_MTP;
+        }
     }
 
     llama_log_set(quiet_log, NULL);
@@ -798,7 +793,7 @@ int main(int argc, char ** argv) {
     if (o.expect_unsupported) {
         const int created = create_mtp(ctx, &o, draft, &mtp, &st_create);
         sb_puts(&b, ", \"mtp_error\": {\"error_type\": ");
-        sb_json_string(&b, created ? "OK" : status_name(st_create));
+        sb_json_string(&b, status_name(st_create));
         sb_puts(&b, ", \"reason\": ");
         sb_json_string(&b, created ? "" : llama_mtp_last_error());
         sb_printf(&b, ", \"n_nextn_layers\": %d}", (int) n_nextn);
@@ -810,6 +805,9 @@ int main(int argc, char ** argv) {
         }
         sb_puts(&b, ", \"mtp_unexpected_error\": ");
         sb_json_string(&b, g_mtp_error);
+        /* a strategy the llama.cpp release lacks: the host may leave it out */
+        sb_printf(&b, ", \"lacked_by_release\": %s",
+                  st_create == LLAMA_MTP_STATUS_NOT_IN_RELEASE ? "true" : "false");
     } else {
         sb_puts(&b, ", \"mtp\": ");
         sb_run(&b, &mtp_run);

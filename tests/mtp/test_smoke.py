@@ -13,6 +13,7 @@ from generator.native.build import BuildResult
 from generator.platforms import get_platform
 from generator.smoke import (
     C_REFUSAL,
+    MTP_MODE,
     STRATEGY_RUNS,
     check_results,
     not_run_reason,
@@ -124,6 +125,37 @@ def test_strategy_checks_fail_each_way() -> None:
     ):
         checks, _rows = strategy_checks({"reference": reference, "runs": [run]})
         assert [c.name for c in checks if not c.ok] == failing
+
+
+def test_a_strategy_is_left_out_only_when_the_release_lacks_it() -> None:
+    """The drivers say whether the wrapper refused a strategy with
+    LLAMA_MTP_STATUS_NOT_IN_RELEASE; any other refusal fails the smoke, whatever its words."""
+    reference = _strategy_run("plain", [1, 2, 3], [])
+    said = "ngram-cache is not in this llama.cpp release"
+    lacked = {"name": "ngram-cache", "absent": said, "lacked_by_release": True}
+    refused = {"name": "ngram-cache", "absent": said, "lacked_by_release": False}
+    checks, _rows = strategy_checks({"reference": reference, "runs": [lacked]})
+    assert [(c.name, c.ok) for c in checks] == [
+        ("ngram-cache: refused as not in this release", True)
+    ]
+    checks, _rows = strategy_checks({"reference": reference, "runs": [refused]})
+    assert [c.ok for c in checks] == [False]
+
+
+def test_the_smokes_strategies_and_statuses_are_the_generated_ones() -> None:
+    """STRATEGY_RUNS names strategies by the header's rule: each is a generated SpeculativeMode;
+    the C driver's refusal is llama_mtp_status_name's word for the generated status."""
+    import sys
+
+    if str(BINDINGS_PARENT) not in sys.path:
+        sys.path.insert(0, str(BINDINGS_PARENT))
+    from llama_bindings import constants
+
+    modes = {m.value for m in constants.SpeculativeMode}
+    for _name, kinds, _draft in STRATEGY_RUNS:
+        assert set(kinds) <= modes, kinds
+    assert constants.SpeculativeMode.DRAFT_MTP.value == MTP_MODE
+    assert C_REFUSAL == "no_nextn_layers" and hasattr(constants, "LLAMA_MTP_STATUS_NO_NEXTN_LAYERS")
 
 
 @pytest.mark.slow
