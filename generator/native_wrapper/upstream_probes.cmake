@@ -10,6 +10,26 @@
 #                              needed, and the first compiler error of the last one tried)
 
 set(_llama_mtp_probe_dir "${CMAKE_BINARY_DIR}/llama_mtp_probes")
+set(_llama_mtp_header "${CMAKE_CURRENT_LIST_DIR}/llama_mtp.h")
+
+# llama_mtp_strategy_suffixes(<out var>): the suffixes of enum llama_mtp_strategy_type's
+# enumerators (DRAFT_SIMPLE, ..., NGRAM_CACHE), read from llama_mtp.h, the list's one home, in
+# its order. Each is also upstream's COMMON_SPECULATIVE_TYPE_<suffix>. Configuring stops when the
+# header yields none (its enumerators must stay one a line, `LLAMA_MTP_STRATEGY_<SUFFIX> = <n>`).
+function(llama_mtp_strategy_suffixes out_var)
+    file(STRINGS "${_llama_mtp_header}" _lines REGEX "^[ \t]*LLAMA_MTP_STRATEGY_[A-Z0-9_]+[ \t]*=")
+    set(_suffixes "")
+    foreach(_line IN LISTS _lines)
+        string(REGEX REPLACE "^[ \t]*LLAMA_MTP_STRATEGY_([A-Z0-9_]+)[ \t]*=.*$" "\\1" _suffix "${_line}")
+        list(APPEND _suffixes "${_suffix}")
+    endforeach()
+    if(NOT _suffixes OR NOT "DRAFT_MTP" IN_LIST _suffixes)
+        message(FATAL_ERROR "llama_mtp: no strategy enumerators (LLAMA_MTP_STRATEGY_<SUFFIX> = <n>, one a "
+            "line, DRAFT_MTP among them) found in ${_llama_mtp_header}; the probes read the "
+            "strategy list from there")
+    endif()
+    set(${out_var} "${_suffixes}" PARENT_SCOPE)
+endfunction()
 
 # A probe's source: the tree's headers the wrapper uses, then BODY inside a function.
 function(_llama_mtp_probe_source out_var body)
@@ -190,11 +210,14 @@ function(llama_mtp_run_probes llama_cpp_dir)
         _llama_mtp_facet(N_OUTPUTS_MAX FALSE n_outputs_max)
     endif()
 
-    # Which strategy types common/common.h declares (a release without one refuses it).
+    # Which strategy types common/common.h declares (a release without one refuses it with
+    # LLAMA_MTP_STATUS_NOT_IN_RELEASE). The list is llama_mtp.h's; draft-mtp is left out, as
+    # mtp_api_rule.txt requires it of every tree the wrapper is built for.
     file(READ "${llama_cpp_dir}/common/common.h" _common_h)
     set(_defs "")
-    foreach(_type IN ITEMS DRAFT_SIMPLE DRAFT_EAGLE3 DRAFT_DFLASH DRAFT_DSPARK NGRAM_SIMPLE
-            NGRAM_MAP_K NGRAM_MAP_K4V NGRAM_MOD NGRAM_CACHE)
+    llama_mtp_strategy_suffixes(_types)
+    list(REMOVE_ITEM _types DRAFT_MTP)
+    foreach(_type IN LISTS _types)
         string(REGEX MATCH "COMMON_SPECULATIVE_TYPE_${_type}[ ,=]" _found "${_common_h}")
         if(_found)
             list(APPEND _defs "LLAMA_MTP_UP_HAVE_${_type}=1")
