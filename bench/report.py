@@ -114,6 +114,8 @@ def markdown(result: dict[str, Any], chart_name: str) -> str:
         lines += _strategies_lines(sections["strategies"])
     if "realmodel" in sections:
         lines += _realmodel_lines(sections["realmodel"])
+    if "chat" in sections:
+        lines += _chat_lines(sections["chat"])
     if "mtp" in sections:
         m = sections["mtp"]
         lines += ["## 4. MTP speculative decoding", "", m["method"], ""]
@@ -292,6 +294,61 @@ def _realmodel_lines(rm: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _per_turn(turns: list[dict[str, Any]], digits: int = 0) -> str:
+    """Per-turn medians: ``a / b / c / d``."""
+    return " / ".join(f"{t['median']:.{digits}f}" if t.get("runs") else "-" for t in turns)
+
+
+def _chat_lines(ch: dict[str, Any]) -> list[str]:
+    lines = ["## Real-model chat: our runtime vs llama-cpp-python's `Llama`", "", ch["method"], ""]
+    if ch.get("peer_unavailable"):
+        lines += [f"**llama-cpp-python unavailable, not measured:** {ch['peer_unavailable']}", ""]
+    lines += [
+        f"The section took {ch['wall_seconds']:.0f} s on {ch['cpu_count']} CPU(s) shared with "
+        f"other work; load average at its end {ch['load_average_end']}.",
+        "",
+        "| run | whole chat s | per turn s | prompt tokens per turn | prompt tokens decoded per "
+        "turn | reuse | generated per turn | steps | drafted | peak MB | replies = ours_default "
+        "| finish |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, total in ch["total_seconds"].items():
+        equal = ch["replies_equal_ours_default"][name]
+        reuse = " / ".join(",".join(k) for k in ch["prompt_reuse"][name])
+        lines.append(
+            f"| {name} | {_fmt(total)} | {_per_turn(ch['turn_seconds'][name], 2)} | "
+            f"{_per_turn(ch['prompt_tokens'][name])} | "
+            f"**{_per_turn(ch['decoded_prompt_tokens'][name])}** | {reuse} | "
+            f"{_per_turn(ch['generated_tokens'][name])} | {_median(ch['steps'][name])} | "
+            f"{_median(ch['drafted_tokens'][name])} | {_fmt(ch['peak_rss_mb'][name], 0)} | "
+            f"{sum(equal)} of {len(equal)} | {', '.join(ch['finish_reasons'][name])} |"
+        )
+    lines += [
+        "",
+        "| ours / theirs | whole chat: theirs' time / ours | replies equal (repeats) | "
+        "first differing turn (repeat 1) | same prompt ids per turn (repeat 1) |",
+        "|---|---|---|---|---|",
+    ]
+    for pair, r in ch["ours_over_theirs"].items():
+        diff = r["first_difference"]
+        where = f"turn {diff['turn']}, after {diff['common_characters']} chars" if diff else "none"
+        lines.append(
+            f"| {pair} | **{_fmt(r['chat_speed'])}** | {sum(r['replies_equal'])} of "
+            f"{len(r['replies_equal'])} | {where} | {r['prompt_ids_equal_per_turn']} |"
+        )
+    own = ", ".join(f"{k} {_fmt(v)}" for k, v in ch["speedup_vs_own"].items())
+    lines += [
+        "",
+        f"Within a side, the reference's whole-chat time / the configuration's: {own}. Replies "
+        f"the same in every repeat: {ch['replies_stable']}. Context settings: "
+        f"{ch['settings']}.",
+        "",
+    ]
+    for name, replies in ch["replies"].items():
+        lines.append(f"* {name}, replies (repeat 1): {[r[:120] for r in replies]}")
+    return [*lines, ""]
+
+
 IMPORT_CASES = {
     "python_start": "interpreter start only (`python -c` printing one line)",
     "ours_abi": "ours, ABI mode, declarations pre-parsed (`_ffi_abi.py`)",
@@ -413,6 +470,14 @@ def _panels(sections: dict[str, Any]) -> list[Panel]:
         labels = [f"{p}:{n}" for p, d in prompts.items() for n in d["speedup_vs_own_plain"]]
         stats = [s for d in prompts.values() for s in d["speedup_vs_own_plain"].values()]
         title = "realmodel: speculation tokens/s / the same side's plain (higher is better)"
+        panels.append((labels, stats, title, 1))
+    if "chat" in sections:
+        ch = sections["chat"]
+        names = [*ch["ours_over_theirs"], *ch["speedup_vs_own"]]
+        labels = [n.replace("_", " ").replace("/", " vs ") for n in names]
+        stats = [r["chat_speed"] for r in ch["ours_over_theirs"].values()]
+        stats += list(ch["speedup_vs_own"].values())
+        title = "chat: whole 4-turn chat, time of B / time of A for 'A vs B' (higher: A faster)"
         panels.append((labels, stats, title, 1))
     if sections.get("import", {}).get("ratio_vs_llama_cpp_python"):
         r = sections["import"]["ratio_vs_llama_cpp_python"]

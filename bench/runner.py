@@ -11,15 +11,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench import bumping, calls, generation, importing, loops, realmodel, report, strategies
+from bench import bumping, calls, chat, generation, importing, loops, realmodel, report, strategies
 from bench.stats import log
 
 REPO = Path(__file__).resolve().parent.parent
 SECTIONS = (
-    "generation", "calls", "loop", "mtp", "bump", "import", "strategies", "realmodel",
+    "generation", "calls", "loop", "mtp", "bump", "import", "strategies", "realmodel", "chat",
 )  # fmt: skip
 # Sections a plain `python -m bench` runs; "bump" (minutes: a cold build), "strategies" (about
-# 15 minutes on 2 cores) and "realmodel" (Gemma 3 270M, about a minute per repeat) only when named.
+# 15 minutes on 2 cores), "realmodel" (Gemma 3 270M, about a minute per repeat) and "chat" (Gemma
+# 3 270M, a 4-turn chat, about 1.5 minutes per repeat) only when named.
 DEFAULT_SECTIONS = ("generation", "calls", "loop", "mtp", "import")
 REF = "b11312"
 
@@ -76,6 +77,21 @@ def _upstream_bin(cache: Path, tree: Path) -> Path:
     return exe.parent
 
 
+def _chat(args: argparse.Namespace, lib_dir: Path, cache: Path) -> dict[str, Any]:
+    log("section chat: a 4-turn chat on Gemma 3 270M, ours vs llama-cpp-python's Llama")
+    from generator.models import fetch_model
+
+    setup = chat.Setup(
+        repo=REPO,
+        lib_dir=lib_dir,
+        model=fetch_model("gemma3-270m", cache),
+        max_tokens=8 if args.quick else args.chat_tokens,
+        n_ctx=chat.N_CTX,
+        threads=args.threads,
+    )
+    return chat.run(setup, cache, args.repeats)
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     p.add_argument("--name", default="latest", help="result name (default: %(default)s)")
@@ -118,6 +134,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         choices=("on", "off"),
         default="on",
         help="flash attention on both sides in the realmodel section (%(default)s)",
+    )
+    p.add_argument(
+        "--chat-tokens", type=int, default=48, help="the chat section's reply length (%(default)s)"
     )
     p.add_argument(
         "--quick",
@@ -223,6 +242,8 @@ def main(argv: list[str] | None = None) -> int:
             flash_attn=args.realmodel_flash_attn,
         )
         sections["realmodel"] = realmodel.run(rm_setup, cache, args.repeats)
+    if "chat" in args.sections:
+        sections["chat"] = _chat(args, lib_dir, cache)
     if "import" in args.sections:
         log("section 6: import and load vs llama-cpp-python")
         api_mode = llama_bindings.loader.find_api_module(lib_dir) is not None
