@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from generator.emit.wrapper_contract import header_macro
 from generator.native.build import BuildResult
 from generator.native.host import execution_here, host_toolchain
 from generator.platforms import CannotRunError, Execution
@@ -24,6 +25,8 @@ from tests.native.conftest import compile_cases, parse_cases
 from tests.native.headers import read_declarations
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]
+
+DRAFT_DEFAULT = header_macro("LLAMA_MTP_DRAFT_DEFAULT")
 
 PLATFORMS = ("linux-x86_64", "linux-aarch64", "windows-x86_64")
 
@@ -236,7 +239,7 @@ def test_error_cases_without_model(
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     cases, info = parse_cases(proc.stdout)
     _check(cases, NO_MODEL_CASES, statuses)
-    assert info["default_n_max"] == "3" and info["default_n_min"] == "0"
+    assert int(info["default_n_max"]) == DRAFT_DEFAULT and info["default_n_min"] == "0"
     assert float(info["default_p_min"]) == 0.0
     assert info["create_null_context_handle_cleared"] == "1"
     assert info["get_context_null"] == "1"
@@ -272,7 +275,7 @@ def test_error_cases_with_models(
     assert info["step_wrong_n_past_kept"] == "1"
     assert info["step_sampler_selects_none_kept"] == "1"
     assert info["free_twice_says"] == "1" and info["get_context_freed_null"] == "1"
-    assert int(info["drafted"]) == 3  # the default n_max on a model whose head always agrees
+    assert int(info["drafted"]) == DRAFT_DEFAULT  # the default n_max; the head always agrees
     n_drafts, n_drafted, n_accepted, n_steps = (int(x) for x in info["stats"].split())
     assert n_steps > 0 and n_drafts > 0 and 0 < n_accepted <= n_drafted
     assert info["stats_after_reset"].split() == ["0", "0", "0", "0"]
