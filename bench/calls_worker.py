@@ -71,9 +71,9 @@ def _fill_items(batch: Any, tokens: list[int]) -> None:
 
 def _fill_slices(batch: Any, tokens: list[int]) -> None:
     """Our runtime's fill (cffi slice assignment for the flat arrays)."""
-    from llama_bindings.runtime.decoding import _fill_batch
+    from llama_bindings.runtime.session import fill_batch
 
-    _fill_batch(batch, tokens, 0)
+    fill_batch(batch, tokens, 0)
 
 
 def _fill_loop(fill: Callable[[Any, list[int]], None], batch: Any) -> Callable[[int], None]:

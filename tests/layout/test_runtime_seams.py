@@ -1,11 +1,13 @@
-"""The runtime package's seams (issue 38 item 6): a module uses another object's public surface
-only, and imports at its top, except where a function-level import saves measured import time.
+"""The runtime package's seams (issue 38 item 6): a module uses another object's and another
+module's public surface only, and imports at its top, except where a function-level import
+saves measured import time.
 
 Read from ``generator/shipped/runtime/`` (what ``generated/llama_bindings/runtime/`` copies)."""
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from pathlib import Path
 
 RUNTIME = Path(__file__).resolve().parents[2] / "generator" / "shipped" / "runtime"
@@ -36,13 +38,32 @@ def _private_reaches(tree: ast.AST) -> list[tuple[int, str]]:
     return found
 
 
-def test_no_module_reaches_into_another_objects_private_names() -> None:
-    reaches = {
+def _everywhere(check: Callable[[ast.AST], list[tuple[int, str]]]) -> dict[str, str]:
+    """``check``'s findings in every runtime module, by ``file:line``."""
+    return {
         f"{path.name}:{line}": text
         for path in _modules()
-        for line, text in _private_reaches(ast.parse(path.read_text(encoding="utf-8")))
+        for line, text in check(ast.parse(path.read_text(encoding="utf-8")))
     }
-    assert reaches == {}
+
+
+def test_no_module_reaches_into_another_objects_private_names() -> None:
+    assert _everywhere(_private_reaches) == {}
+
+
+def _private_imports(tree: ast.AST) -> list[tuple[int, str]]:
+    """``from .module import _name``: another module's private name."""
+    return [
+        (node.lineno, f"{node.module}.{alias.name}")
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.level > 0
+        for alias in node.names
+        if alias.name.startswith("_")
+    ]
+
+
+def test_no_module_imports_another_modules_private_names() -> None:
+    assert _everywhere(_private_imports) == {}
 
 
 def _function_imports(tree: ast.AST) -> list[int]:
@@ -71,6 +92,9 @@ def test_imports_inside_functions_say_what_they_save() -> None:
 
 def test_the_checks_find_what_they_look_for() -> None:
     """Each check fails on a module that breaks its rule."""
+    assert _private_imports(ast.parse("from .llama_log import _LLAMA_LOG, LLAMA_LOGGER\n")) == [
+        (1, "llama_log._LLAMA_LOG")
+    ]
     sample = ast.parse(
         "class A:\n"
         "    def f(self, ctx):\n"

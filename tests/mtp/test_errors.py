@@ -154,7 +154,7 @@ def test_a_wrapper_missing_a_function_is_unsupported_not_a_cffi_error(
         from llama_bindings.runtime import LlamaUnsupportedError, speculative
         stand_in = ffi.dlopen(sys.argv[1])
         try:
-            speculative._mtp_wrapper(types.SimpleNamespace(llama_mtp=stand_in), "draft-mtp")
+            speculative.mtp_wrapper(types.SimpleNamespace(llama_mtp=stand_in), "draft-mtp")
         except LlamaUnsupportedError as exc:
             print("unsupported:", exc.reason)
         """

@@ -78,17 +78,17 @@ PUBLIC = (
 )
 # Private names of the one module: importable from their modules, no longer from the package.
 PRIVATE = {
-    "llama_log": ("_LLAMA_LOG", "_LineJoiner", "_LlamaLog"),
-    "results": ("_role_content",),
+    "llama_log": ("LLAMA_LOG", "_LineJoiner", "_LlamaLog"),
+    "results": ("role_content",),
     "sampling": ("_check", "_is_real"),
     "speculative": (
-        "_MTP_FUNCTIONS", "_STRATEGY_FUNCTIONS", "_check_mix", "_mtp_wrapper", "_refused_statuses",
+        "_MTP_FUNCTIONS", "_STRATEGY_FUNCTIONS", "_check_mix", "mtp_wrapper", "refused_statuses",
     ),
 }  # fmt: skip
-# ... and those of the modules that load with the first generation, now importable from them.
-LAZY_PRIVATE = {
-    "generation": ("_Plan", "_Run", "_sampling_of", "_stop_sequences"),
-    "decoding": ("_common_prefix", "_fill_batch"),
+# Names of the modules that load with the first generation, importable from them.
+LAZY = {
+    "generation": ("Plan", "Run", "sampling_of", "stop_sequences"),
+    "decoding": ("generate_plain", "generate_mtp", "running"),
 }
 MODULES = (
     "context",
@@ -108,7 +108,7 @@ def test_every_name_of_the_single_module_is_still_importable(runtime: Any) -> No
     import importlib
 
     missing = [n for n in PUBLIC if not hasattr(runtime, n)]
-    for module, names in {**PRIVATE, **LAZY_PRIVATE}.items():
+    for module, names in {**PRIVATE, **LAZY}.items():
         found = importlib.import_module(f"llama_bindings.runtime.{module}")
         missing += [f"{module}.{n}" for n in names if not hasattr(found, n)]
     assert missing == []
@@ -129,7 +129,7 @@ def test_the_package_hands_out_no_standard_library_module(runtime: Any) -> None:
 def test_a_star_import_gives_the_public_names_and_the_modules(runtime: Any) -> None:
     names: dict[str, Any] = {}
     exec("from llama_bindings.runtime import *", names)
-    lazy = {"__builtins__", *LAZY_PRIVATE}  # there once a generation imported them
+    lazy = {"__builtins__", *LAZY}  # there once a generation imported them
     assert set(names) - lazy == {*PUBLIC, *MODULES, "annotations"} - lazy
 
 
@@ -160,7 +160,7 @@ def test_importing_the_runtime_loads_no_library_no_enums_and_no_decode_loop() ->
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     loaded, enums, native = proc.stdout.splitlines()
-    eager = [f"llama_bindings.runtime.{m}" for m in MODULES if m not in LAZY_PRIVATE]
+    eager = [f"llama_bindings.runtime.{m}" for m in MODULES if m not in LAZY]
     assert loaded.split() == eager
     assert enums == "False llama_bindings.runtime"
     assert native == "False"  # no library mapped into the process

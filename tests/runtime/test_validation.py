@@ -149,24 +149,24 @@ def test_model_arguments_are_checked_before_any_library_is_loaded(
 
 
 def test_stop_sequences(runtime: Any) -> None:
-    from llama_bindings.runtime.generation import _stop_sequences
+    from llama_bindings.runtime.generation import stop_sequences
 
-    assert _stop_sequences(None) == ()
-    assert _stop_sequences("\n\n") == ("\n\n",)  # one sequence, never its characters
-    assert _stop_sequences(["a", "bc"]) == ("a", "bc")
-    assert _stop_sequences(("a",)) == ("a",)
+    assert stop_sequences(None) == ()
+    assert stop_sequences("\n\n") == ("\n\n",)  # one sequence, never its characters
+    assert stop_sequences(["a", "bc"]) == ("a", "bc")
+    assert stop_sequences(("a",)) == ("a",)
     with pytest.raises(TypeError, match="got int 3 in it"):
-        _stop_sequences(["a", 3])
+        stop_sequences(["a", 3])
     for bad in (b"stop", 3, {"a"}):
         with pytest.raises(TypeError, match="stop= takes a string or a sequence of strings"):
-            _stop_sequences(bad)
+            stop_sequences(bad)
 
 
 def test_sampling_options_of_a_generation(runtime: Any) -> None:
-    from llama_bindings.runtime.generation import _sampling_of
+    from llama_bindings.runtime import generation
 
     def sampling_of(sampler: Any = None, **options: Any) -> Any:
-        return _sampling_of(runtime.GenerateOptions(**options), sampler)
+        return generation.sampling_of(runtime.GenerateOptions(**options), sampler)
 
     assert sampling_of() == runtime.Sampling()
     assert sampling_of(temperature=0.5, seed=3) == runtime.Sampling(temperature=0.5, seed=3)
@@ -248,7 +248,7 @@ def test_a_strategy_not_in_the_release_is_unsupported_not_a_failure(runtime: Any
     from llama_bindings._ffi import ffi
     from llama_bindings.runtime import speculative
 
-    refused = speculative._refused_statuses()
+    refused = speculative.refused_statuses()
     assert constants.LLAMA_MTP_STATUS_NOT_IN_RELEASE in refused
     assert constants.LLAMA_MTP_STATUS_OK not in refused
 

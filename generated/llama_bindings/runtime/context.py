@@ -28,7 +28,7 @@ from ..params import (
     requested_settings,
     set_field,
 )
-from .llama_log import _LLAMA_LOG
+from .llama_log import LLAMA_LOG
 from .model import Model
 from .results import (
     LOGGER,
@@ -39,13 +39,13 @@ from .results import (
     Stream,
 )
 from .sampling import Sampling, build_sampler
-from .session import NativeSession, _fill_batch
-from .speculative import Sidecar, SpeculativeDecoding, _mtp_wrapper
+from .session import NativeSession, fill_batch
+from .speculative import Sidecar, SpeculativeDecoding, mtp_wrapper
 from .state import SavedState, is_saved_state
 
 if TYPE_CHECKING:
     from ..api import LlamaLibrary, LlamaMtpLibrary
-    from .generation import _Plan
+    from .generation import Plan
 
 __all__ = ["LOGGER", "Context"]
 
@@ -180,7 +180,7 @@ class Context:
     def _create(self, model: Model, params: Any) -> NativeObject:
         """The llama.cpp context, registered to close before the model (and the draft model)."""
         draft = self.speculative.draft_model
-        with _LLAMA_LOG.capturing() as errors:
+        with LLAMA_LOG.capturing() as errors:
             ctx = self.llama.llama_init_from_model(model.handle, params)
         if ctx == self.ffi.NULL:
             raise LlamaLoadError("llama.cpp could not create the context", "; ".join(errors))
@@ -210,7 +210,7 @@ class Context:
     def _check_mtp_supported(self, model: Model) -> LlamaMtpLibrary:
         kinds = self.speculative.kinds
         what = ", ".join(k.value for k in kinds)
-        wrapper = _mtp_wrapper(model.libs, what, kinds != (SpeculativeMode.DRAFT_MTP,))
+        wrapper = mtp_wrapper(model.libs, what, kinds != (SpeculativeMode.DRAFT_MTP,))
         if SpeculativeMode.DRAFT_MTP not in kinds:
             return wrapper
         if model.n_nextn_layers <= 0:
@@ -400,8 +400,8 @@ class Context:
         self._session.clear(None)
         batch = self.llama.llama_batch_init(len(tokens), 0, 1)
         try:
-            _fill_batch(batch, tokens, 0, outputs="all")
-            with _LLAMA_LOG.capturing() as errors:
+            fill_batch(batch, tokens, 0, outputs="all")
+            with LLAMA_LOG.capturing() as errors:
                 status = int(self.llama.llama_decode(self.handle, batch))
             if status != 0:
                 raise LlamaRuntimeError(
@@ -517,11 +517,11 @@ class Context:
         rest = cast(GenerateOptions, {k: v for k, v in options.items() if k != "template"})
         return self.model.tokenize(text, parse_special=True), rest
 
-    def _plan(self, prompt: str | Sequence[int], options: GenerateOptions) -> _Plan:
+    def _plan(self, prompt: str | Sequence[int], options: GenerateOptions) -> Plan:
         """Check everything before anything reaches llama.cpp."""
         # a generation's bookkeeping and the decode loops load with the first generation, not
         # with the runtime: import time saved, measured (-X importtime, 3 runs): about 4 ms
-        from .generation import _Plan, _sampling_of, _stop_sequences
+        from .generation import Plan, sampling_of, stop_sequences
 
         unknown = sorted(set(options) - set(GenerateOptions.__annotations__))
         if unknown:
@@ -539,7 +539,7 @@ class Context:
                 "Context on the model to generate"
             )
         sampler = options.get("sampler")
-        sampling = _sampling_of(options, sampler)
+        sampling = sampling_of(options, sampler)
         if sampling is not None:
             self._check_logit_bias(sampling)
         if isinstance(prompt, str):
@@ -552,8 +552,8 @@ class Context:
             raise ValueError(f"the prompt ({len(tokens)} tokens) does not fit n_ctx {self.n_ctx}")
         if self._busy:
             raise LlamaRuntimeError("the context is generating already (a stream is open)")
-        return _Plan(
-            tokens, max_tokens, _stop_sequences(options.get("stop")), options.get("on_token"),
+        return Plan(
+            tokens, max_tokens, stop_sequences(options.get("stop")), options.get("on_token"),
             options.get("cancel"), sampling, sampler, grammar, reuse_prefix, logprobs,
         )  # fmt: skip
 
@@ -566,19 +566,19 @@ class Context:
                 f"{outside[:8]}"
             )
 
-    def _steps(self, plan: _Plan) -> Generator[str, None, GenerationResult]:
+    def _steps(self, plan: Plan) -> Generator[str, None, GenerationResult]:
         """The generation: yields released text after every step, returns the result."""
         if self._busy:  # a stream made earlier may have started since this one was checked
             raise LlamaRuntimeError("the context is generating already (a stream is open)")
         from .decoding import generate_mtp, generate_plain, log_metrics, running  # see _plan
-        from .generation import _Run
+        from .generation import Run
 
         self._busy = True
         sampler = plan.sampler
         try:
             if plan.sampling is not None:
                 sampler = build_sampler(self.model, self.n_ctx, plan.sampling, plan.grammar)
-            run = _Run(self, plan.stop, plan.on_token, plan.cancel, plan.max_tokens, plan.logprobs)
+            run = Run(self, plan.stop, plan.on_token, plan.cancel, plan.max_tokens, plan.logprobs)
             session, sidecar = self._session, self._sidecar
             if sidecar is not None:
                 steps = generate_mtp(session, sidecar, plan.tokens, sampler, run, plan.reuse_prefix)

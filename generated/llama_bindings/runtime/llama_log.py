@@ -129,10 +129,10 @@ class _LlamaLog:
             LLAMA_LOGGER.log(line_level, "%s", line)
 
 
-_LLAMA_LOG: Final = _LlamaLog()
+LLAMA_LOG: Final = _LlamaLog()
 
 
 def set_llama_log(libs: Libraries, *, verbose: bool) -> None:
     """Where llama.cpp's log goes, process-wide: stderr as llama.cpp writes it (``verbose``) or
     the ``llama_bindings.llama_cpp`` logger (the default once a :class:`Model` was created)."""
-    _LLAMA_LOG.install(libs, verbose)
+    LLAMA_LOG.install(libs, verbose)

@@ -14,8 +14,8 @@ from ..errors import LlamaLoadError, LlamaRuntimeError, LlamaUnsupportedError
 from ..lifetimes import NativeObject
 from ..loader import Libraries, load
 from ..params import check_count, check_flag, choose, set_field
-from .llama_log import _LLAMA_LOG
-from .results import LLAMA_CPP_TAG, ChatMessages, ChatTemplateError, _role_content
+from .llama_log import LLAMA_LOG
+from .results import LLAMA_CPP_TAG, ChatMessages, ChatTemplateError, role_content
 
 if TYPE_CHECKING:
     from ..api import LlamaLibrary
@@ -62,7 +62,7 @@ class Model:
                 f"llama.cpp {LLAMA_CPP_TAG} has no MTP API: load_mtp is not available"
             )
         self.libs = libs if libs is not None else load(lib_dir)
-        _LLAMA_LOG.install(self.libs, verbose)
+        LLAMA_LOG.install(self.libs, verbose)
         self.ffi: Any = self.libs.ffi
         self.llama: LlamaLibrary = self.libs.llama
         self.load_mtp = load_mtp
@@ -81,7 +81,7 @@ class Model:
                       "use_extra_bufts")  # fmt: skip
         if load_mtp and LOAD_MTP_PARAM:
             params.load_mtp = True  # (releases before load_mtp always load the NextN layers)
-        with _LLAMA_LOG.capturing() as errors:
+        with LLAMA_LOG.capturing() as errors:
             handle = self.llama.llama_model_load_from_file(os.fsencode(path), params)
         if handle == self.ffi.NULL:
             raise LlamaLoadError(
@@ -219,7 +219,7 @@ class Model:
         keep: list[Any] = []
         chat = self.ffi.new("struct llama_chat_message[]", max(1, len(messages)))
         for i, message in enumerate(messages):
-            role, content = _role_content(message)
+            role, content = role_content(message)
             keep += [
                 self.ffi.new("char[]", role.encode()),
                 self.ffi.new("char[]", content.encode()),

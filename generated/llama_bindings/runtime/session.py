@@ -28,7 +28,7 @@ from ..outputs import TokenLogprob, token_logprob
 from .results import PromptReuse
 
 if TYPE_CHECKING:
-    from .generation import _Run
+    from .generation import Run
     from .model import Model
     from .results import Cancellation
     from .speculative import Sidecar
@@ -47,7 +47,7 @@ class _Checkpoint:
     draft: bytes
 
 
-def _fill_batch(
+def fill_batch(
     batch: Any, tokens: Sequence[int], pos0: int, *, outputs: str = "last", seq: int = 0
 ) -> None:
     """One sequence (``seq``), positions from ``pos0``, outputs (logits or embeddings) for the
@@ -64,7 +64,7 @@ def _fill_batch(
     batch.n_tokens = n
 
 
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     n = 0
     for x, y in zip(a, b, strict=False):
         if x != y:
@@ -122,7 +122,7 @@ class NativeSession:
         batch: Any,
         tokens: Sequence[int],
         start: int,
-        run: _Run,
+        run: Run,
         *,
         seq: int = 0,
         mirror: Callable[[Any], None] | None = None,
@@ -136,7 +136,7 @@ class NativeSession:
             if run.cancelled():
                 return None
             chunk = tokens[begin : begin + n_batch]
-            _fill_batch(batch, chunk, begin, seq=seq)
+            fill_batch(batch, chunk, begin, seq=seq)
             status = self.decode(batch)
             if status != 0:
                 if run.cancelled():
@@ -149,7 +149,7 @@ class NativeSession:
             last = len(chunk) - 1
         return last
 
-    def logprob(self, run: _Run, token: int, row: int) -> TokenLogprob | None:
+    def logprob(self, run: Run, token: int, row: int) -> TokenLogprob | None:
         """``token``'s log-probability from the logits of batch row ``row`` (when asked for)."""
         if run.top_logprobs is None:
             return None
@@ -166,7 +166,7 @@ class NativeSession:
         if not wanted:
             self.clear(sidecar)
             return 0, PromptReuse.OFF
-        common = min(_common_prefix(self.history, tokens), limit)
+        common = min(common_prefix(self.history, tokens), limit)
         if common == 0:
             self.clear(sidecar)
             return 0, PromptReuse.NONE

@@ -1,8 +1,8 @@
 """The decode loops of a :class:`Context`: plain (one token per ``llama_decode``), speculative
 (one ``llama_mtp_step`` per verified step) and several sequences in one batch
-(:meth:`Context.generate_batch`). Each runs a checked :class:`_Plan`'s tokens through the
+(:meth:`Context.generate_batch`). Each runs a checked :class:`Plan`'s tokens through the
 context's :class:`NativeSession` (which keeps the common prefix of the last prompt) and records
-what it accepts in a :class:`_Run`; :func:`running` is what every generation runs inside
+what it accepts in a :class:`Run`; :func:`running` is what every generation runs inside
 (cancellation reaching into llama.cpp, the thread mark, the metrics logged)."""
 
 from __future__ import annotations
@@ -14,16 +14,14 @@ from typing import TYPE_CHECKING, Any, cast
 
 from .. import constants
 from ..errors import LlamaRuntimeError
-from .generation import _Plan, _Run
+from .generation import Plan, Run
 from .results import LOGGER, Cancellation, FinishReason, GenerationResult
 from .sampling import Sampling, build_sampler
-from .session import NativeSession, _common_prefix, _fill_batch
+from .session import NativeSession
 
 if TYPE_CHECKING:
     from .context import Context
     from .speculative import Sidecar, SidecarCounts
-
-__all__ = ["_common_prefix", "_fill_batch"]
 
 
 @contextlib.contextmanager
@@ -58,7 +56,7 @@ def log_metrics(result: GenerationResult, what: str = "generation") -> None:
 
 
 def _prefill(
-    session: NativeSession, tokens: list[int], start: int, run: _Run, sidecar: Sidecar | None
+    session: NativeSession, tokens: list[int], start: int, run: Run, sidecar: Sidecar | None
 ) -> bool:
     """``tokens[start:]`` decoded (and mirrored into the sidecar); False when cancelled."""
     n_batch = int(session.llama.llama_n_batch(session.handle))
@@ -71,7 +69,7 @@ def _prefill(
 
 
 def generate_plain(
-    session: NativeSession, tokens: list[int], sampler: Any, run: _Run, reuse_prefix: bool
+    session: NativeSession, tokens: list[int], sampler: Any, run: Run, reuse_prefix: bool
 ) -> Iterator[None]:
     """One token per ``llama_decode`` after the prompt (its common prefix with what the context
     holds kept when ``reuse_prefix``); yields after each accepted token."""
@@ -107,7 +105,7 @@ def generate_mtp(
     sidecar: Sidecar,
     tokens: list[int],
     sampler: Any,
-    run: _Run,
+    run: Run,
     reuse_prefix: bool,
 ) -> Iterator[None]:
     """All prompt tokens but the last through the context and the sidecar (their common prefix
@@ -145,7 +143,7 @@ class _Stepper:
     distribution of the step's i-th token, as a plain decode would have computed it."""
 
     def __init__(
-        self, session: NativeSession, sidecar: Sidecar, seq: int, sampler: Any, run: _Run
+        self, session: NativeSession, sidecar: Sidecar, seq: int, sampler: Any, run: Run
     ) -> None:
         self.sidecar, self.seq, self.sampler, self.run = sidecar, seq, sampler, run
         self.capacity = sidecar.options.draft_token_max + 1
@@ -172,7 +170,7 @@ class _Stepper:
         return [int(self.out[i]) for i in range(int(self.n_out[0]))]
 
 
-def _record(run: _Run, counts: SidecarCounts) -> None:
+def _record(run: Run, counts: SidecarCounts) -> None:
     run.drafted, run.drafts, run.accepted = counts.drafted, counts.drafts, counts.accepted
     run.backend_sampled, run.steps, run.strategies = (
         counts.backend_sampled, counts.steps, counts.strategies,
@@ -180,12 +178,12 @@ def _record(run: _Run, counts: SidecarCounts) -> None:
 
 
 def speculate_sequences(
-    ctx: Context, session: NativeSession, sidecar: Sidecar, plans: list[_Plan], room: int
+    ctx: Context, session: NativeSession, sidecar: Sidecar, plans: list[Plan], room: int
 ) -> list[GenerationResult]:
     """:meth:`Context.generate_batch` with speculative decoding: each prompt but its last token
     into its own sequence (mirrored into the sidecar), then one step per sequence in turn; each
     run's counters are the sidecar's differences around its own steps."""
-    runs = [_Run(ctx, p.stop, None, p.cancel, p.max_tokens, p.logprobs) for p in plans]
+    runs = [Run(ctx, p.stop, None, p.cancel, p.max_tokens, p.logprobs) for p in plans]
     samplers: list[Any] = []
     llama = session.llama
     batch = llama.llama_batch_init(int(llama.llama_n_batch(session.handle)), 0, 1)
@@ -248,21 +246,21 @@ def _take_turns(
                 going[seq] = (got[-1], n_past + len(got))
 
 
-def _emit_all(run: _Run, session: NativeSession, got: list[int]) -> bool:
+def _emit_all(run: Run, session: NativeSession, got: list[int]) -> bool:
     """Record a step's tokens (with their rows' log-probabilities); False when the run ends."""
     return all(run.emit(t, session.logprob(run, t, i)) for i, t in enumerate(got))
 
 
-def _sampler(ctx: Context, plan: _Plan) -> Any:
+def _sampler(ctx: Context, plan: Plan) -> Any:
     return build_sampler(ctx.model, ctx.n_ctx, cast(Sampling, plan.sampling), plan.grammar)
 
 
 def generate_sequences(
-    ctx: Context, session: NativeSession, plans: list[_Plan], room: int
+    ctx: Context, session: NativeSession, plans: list[Plan], room: int
 ) -> list[GenerationResult]:
     """:meth:`Context.generate_batch`: the prompts, each its own sequence, then one batch per step
     with the next token of every sequence still going (``room``: cells per sequence)."""
-    runs = [_Run(ctx, p.stop, None, p.cancel, p.max_tokens, p.logprobs) for p in plans]
+    runs = [Run(ctx, p.stop, None, p.cancel, p.max_tokens, p.logprobs) for p in plans]
     samplers: list[Any] = []
     llama = session.llama
     n_batch = int(llama.llama_n_batch(session.handle))
@@ -321,7 +319,7 @@ def _decode_step(session: NativeSession, batch: Any, going: dict[int, tuple[int,
 
 
 def _take(
-    session: NativeSession, run: _Run, sampler: Any, row: int, next_pos: int, room: int
+    session: NativeSession, run: Run, sampler: Any, row: int, next_pos: int, room: int
 ) -> bool:
     """Sample a sequence's next token from batch row ``row`` and record it; False when the
     sequence ends (``next_pos``: where that token would be decoded, in ``room`` cells)."""

@@ -1,5 +1,5 @@
 """One generation's request and bookkeeping: the options :meth:`Context.generate` takes, checked
-into a :class:`_Plan`, and :class:`_Run`, which turns accepted tokens into released text, stop
+into a :class:`Plan`, and :class:`Run`, which turns accepted tokens into released text, stop
 sequences, finish reasons and the result. Imported at the first generation, not with the
 runtime."""
 
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from .results import GenerateOptions
 
 
-def _stop_sequences(stop: object) -> tuple[str, ...]:
+def stop_sequences(stop: object) -> tuple[str, ...]:
     """``stop=`` as a tuple: one string is one stop sequence (never its characters); a list or
     tuple of strings as given; None: none. Anything else is a TypeError."""
     if stop is None:
@@ -46,7 +46,7 @@ def _stop_sequences(stop: object) -> tuple[str, ...]:
     raise TypeError(f"stop= takes a string or a sequence of strings, not {type(stop).__name__}")
 
 
-class _Run:
+class Run:
     """Bookkeeping of one generation: tokens, text, stop sequences, cancellation, counters.
 
     Text is decoded incrementally; what is released (to ``on_token`` and the stream) never holds
@@ -205,7 +205,7 @@ class _Run:
 
 
 @dataclass(frozen=True)
-class _Plan:
+class Plan:
     """A checked generation request."""
 
     tokens: list[int]
@@ -220,7 +220,7 @@ class _Plan:
     logprobs: int | None  # None: off; else the number of alternatives per token
 
 
-def _sampling_of(options: GenerateOptions, sampler: Any) -> Sampling | None:
+def sampling_of(options: GenerateOptions, sampler: Any) -> Sampling | None:
     """The Sampling a request asks for (None with a caller's own sampler chain)."""
     shorthands: dict[str, Any] = {
         name: options.get(name)

@@ -40,7 +40,7 @@ class ChatTemplateError(LlamaRuntimeError):
     the one given."""
 
 
-def _role_content(message: ChatMessage | Mapping[str, str]) -> tuple[str, str]:
+def role_content(message: ChatMessage | Mapping[str, str]) -> tuple[str, str]:
     if isinstance(message, ChatMessage):
         return message.role, message.content
     try:

@@ -49,7 +49,7 @@ _STRATEGY_FUNCTIONS: Final = (
 _DRAFT_DEFAULT: Final[int] = getattr(constants, "LLAMA_MTP_DRAFT_DEFAULT", 1)
 
 
-def _refused_statuses() -> tuple[int, ...]:
+def refused_statuses() -> tuple[int, ...]:
     """The llama_mtp statuses that mean "this cannot run here" (LlamaUnsupportedError): no MTP
     head, not loaded, a strategy or mix the library cannot run, a draft model of another
     vocabulary, an unreadable n-gram cache file, a strategy or feature the llama.cpp release
@@ -243,7 +243,7 @@ def strategy_support(kind: SpeculativeMode | str, libs: Libraries) -> str | None
     if mode is SpeculativeMode.NONE:
         raise ValueError("strategy_support: NONE is not a strategy")
     try:
-        wrapper = _mtp_wrapper(libs, mode.value, strategies=mode is not SpeculativeMode.DRAFT_MTP)
+        wrapper = mtp_wrapper(libs, mode.value, strategies=mode is not SpeculativeMode.DRAFT_MTP)
         check = wrapper.llama_mtp_strategy_supported
     except LlamaUnsupportedError as exc:
         return exc.reason
@@ -254,7 +254,7 @@ def strategy_support(kind: SpeculativeMode | str, libs: Libraries) -> str | None
     return str(libs.ffi.string(wrapper.llama_mtp_last_error()).decode("utf-8", "replace"))
 
 
-def _mtp_wrapper(libs: Libraries, what: str, strategies: bool = False) -> LlamaMtpLibrary:
+def mtp_wrapper(libs: Libraries, what: str, strategies: bool = False) -> LlamaMtpLibrary:
     """The wrapper library, or LlamaUnsupportedError saying why the MTP path cannot run."""
     if not MTP_API:
         raise LlamaUnsupportedError(
@@ -357,7 +357,7 @@ class Sidecar:
             params.draft_n_ctx = options.draft_n_ctx
         out = ffi.new("struct llama_mtp **")
         status = wrapper.llama_mtp_create(target.pointer, params, out)
-        if status in _refused_statuses():
+        if status in refused_statuses():
             raise LlamaUnsupportedError(self.error())
         self.check(status, "create")
         self.native = NativeObject("speculative sidecar", out[0], wrapper.llama_mtp_free, ffi.NULL)
