@@ -10,6 +10,7 @@ a value refuses it with :class:`~llama_bindings.errors.LlamaUnsupportedError`, n
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -99,12 +100,17 @@ def choose(ffi: Any, enum: str, prefix: str, argument: str, value: str) -> int:
     return values[value.lower()]
 
 
-def set_field(ffi: Any, params: Any, struct: str, name: str, value: object, argument: str) -> None:
-    """``params.name = value``, or LlamaUnsupportedError if this release's struct lacks it."""
+def require_field(ffi: Any, struct: str, name: str, argument: str) -> None:
+    """LlamaUnsupportedError naming ``argument`` if this release's ``struct`` lacks ``name``."""
     if not has_field(ffi, struct, name):
         raise LlamaUnsupportedError(
             f"llama.cpp {LLAMA_CPP_RELEASE} has no {struct}.{name}: {argument} is not available"
         )
+
+
+def set_field(ffi: Any, params: Any, struct: str, name: str, value: object, argument: str) -> None:
+    """``params.name = value``, or LlamaUnsupportedError if this release's struct lacks it."""
+    require_field(ffi, struct, name, argument)
     setattr(params, name, value)
 
 
@@ -181,3 +187,157 @@ def requested_settings(ffi: Any, params: Any) -> dict[str, object]:
         text = enum_name(ffi, *enum, value)
         found[name] = flash.get(text, text) if name == "flash_attn_type" else text
     return found
+
+
+# llama_model_params -----------------------------------------------------------------------------
+
+MODEL_PARAMS = "llama_model_params"
+
+# A ``kv_overrides`` value: the Python type picks the llama_model_kv_override_type (bool first: a
+# bool is an int in Python).
+KvOverride = int | float | bool | str
+_KV_TAGS: tuple[tuple[type, str], ...] = (
+    (bool, "bool"), (int, "int"), (float, "float"), (str, "str"),
+)  # fmt: skip
+
+
+def check_kv_overrides(overrides: object) -> dict[str, KvOverride] | None:
+    """``kv_overrides`` checked (a mapping of non-empty str keys to int, float, bool or str), as
+    a dict in its order; the sizes llama.cpp's struct allows are checked when it is filled."""
+    if overrides is None:
+        return None
+    if not isinstance(overrides, Mapping):
+        raise TypeError(
+            "kv_overrides must be a dict of GGUF key -> int, float, bool or str, not "
+            f"{type(overrides).__name__}"
+        )
+    checked: dict[str, KvOverride] = {}
+    for key, value in overrides.items():
+        if not isinstance(key, str):
+            raise TypeError(f"kv_overrides keys must be str, not {key!r}")
+        if not key or "\0" in key:
+            raise ValueError(f"kv_overrides key {key!r} must be a non-empty str without NUL")
+        if not isinstance(value, int | float | str):
+            raise TypeError(
+                f"kv_overrides[{key!r}] must be an int, float, bool or str, not "
+                f"{type(value).__name__}"
+            )
+        if isinstance(value, str) and "\0" in value:
+            raise ValueError(f"kv_overrides[{key!r}] must not hold a NUL character")
+        if isinstance(value, int) and not -(2**63) <= value < 2**63:
+            raise ValueError(f"kv_overrides[{key!r}] = {value} does not fit an int64")
+        checked[key] = value
+    return checked
+
+
+def kv_override_array(ffi: Any, overrides: Mapping[str, KvOverride]) -> Any:
+    """A ``struct llama_model_kv_override[]`` holding ``overrides`` and, last, the entry with an
+    empty key that ends the list for llama.cpp; a key or string value longer than the struct's
+    arrays hold (with their NUL) raises ValueError."""
+    struct = "struct llama_model_kv_override"
+    require_field(ffi, MODEL_PARAMS, "kv_overrides", "kv_overrides")
+    tags = enum_values(ffi, "llama_model_kv_override_type", "LLAMA_KV_OVERRIDE_TYPE_")
+    array = ffi.new(f"{struct}[]", len(overrides) + 1)  # zeroed: the last key is empty
+    for i, (key, value) in enumerate(overrides.items()):
+        entry = array[i]
+        entry.key = _fitting(key, len(entry.key), f"the kv_overrides key {key!r}")
+        tag = next(name for kind, name in _KV_TAGS if isinstance(value, kind))
+        if tag not in tags:
+            raise LlamaUnsupportedError(
+                f"llama.cpp {LLAMA_CPP_RELEASE} has no {tag} overrides: kv_overrides[{key!r}]"
+            )
+        entry.tag = tags[tag]
+        if isinstance(value, str):
+            entry.val_str = _fitting(value, len(entry.val_str), f"kv_overrides[{key!r}]")
+        else:
+            setattr(entry, {"bool": "val_bool", "int": "val_i64"}.get(tag, "val_f64"), value)
+    return array
+
+
+def _fitting(text: str, capacity: int, what: str) -> bytes:
+    data = text.encode("utf-8")
+    if len(data) >= capacity:
+        raise ValueError(
+            f"{what} is {len(data)} bytes in UTF-8; llama.cpp's llama_model_kv_override holds "
+            f"at most {capacity - 1}"
+        )
+    return data
+
+
+def check_choice(value: object, argument: str) -> None:
+    """A name of an enum value (checked against the release's enum once it is loaded)."""
+    if value is not None and not isinstance(value, str):
+        raise TypeError(f"{argument} must be a str or None, not {value!r}")
+
+
+def check_tensor_split(values: object) -> tuple[float, ...] | None:
+    """``tensor_split``: a sequence of finite numbers >= 0 (a share of the model per device)."""
+    if values is None:
+        return None
+    if isinstance(values, str | bytes) or not isinstance(values, Sequence):
+        raise TypeError(f"tensor_split must be a sequence of numbers or None, not {values!r}")
+    for value in values:
+        real = isinstance(value, int | float) and not isinstance(value, bool)
+        if not real or not math.isfinite(value) or value < 0:
+            raise ValueError(f"tensor_split must hold finite numbers >= 0, not {value!r}")
+    return tuple(float(v) for v in values)
+
+
+def tensor_split_array(ffi: Any, values: Sequence[float], max_devices: int) -> Any:
+    """``float[max_devices]`` (what llama.cpp reads) holding ``values``, zeros after them."""
+    require_field(ffi, MODEL_PARAMS, "tensor_split", "tensor_split")
+    if len(values) > max_devices:
+        raise ValueError(
+            f"tensor_split has {len(values)} values; these libraries split across at most "
+            f"{max_devices} devices (llama_max_devices())"
+        )
+    return ffi.new("float[]", [*values, *([0.0] * (max_devices - len(values)))])
+
+
+def check_load_options(flags: Mapping[str, bool | None], load_mode: str | None) -> None:
+    """The load flags and ``load_mode``, before any library is loaded."""
+    for name, flag in flags.items():
+        check_flag(flag, name)
+    check_choice(load_mode, "load_mode")
+    given = [name for name, flag in flags.items() if flag is not None]
+    if load_mode is not None and given:
+        raise ValueError(
+            f"load_mode= and {'=, '.join(given)}= say the same thing: pass one or the other"
+        )
+
+
+def apply_load_options(
+    ffi: Any, params: Any, flags: Mapping[str, bool | None], load_mode: str | None
+) -> None:
+    """Write how the file is read into ``params``: ``load_mode`` by name, or the flags, as
+    fields where the release has them, else translated to its ``load_mode``."""
+    given = {name: flag for name, flag in flags.items() if flag is not None}
+    if load_mode is None and given and has_field(ffi, MODEL_PARAMS, "load_mode"):
+        load_mode = load_mode_of(**flags)
+        if load_mode is None:
+            return  # what llama.cpp's default (auto) does already
+    elif load_mode is None:
+        for name, flag in given.items():
+            set_field(ffi, params, MODEL_PARAMS, name, flag, name)
+        return
+    value = choose(ffi, "llama_load_mode", "LLAMA_LOAD_MODE_", "load_mode", load_mode)
+    set_field(ffi, params, MODEL_PARAMS, "load_mode", value, "load_mode")
+
+
+def load_mode_of(
+    use_mmap: bool | None = None, use_mlock: bool | None = None, use_direct_io: bool | None = None
+) -> str | None:
+    """The ``llama_load_mode`` (its Python name) that the flags of releases before it ask for;
+    None: llama.cpp's default (auto: mmap where the devices allow it, no mlock, no direct I/O)."""
+    if use_direct_io:
+        if use_mmap or use_mlock:
+            raise ValueError(
+                "use_direct_io=True is load_mode 'direct_io' in this release: it reads the file "
+                "without mmap or mlock, so not with use_mmap=True or use_mlock=True"
+            )
+        return "direct_io"
+    if use_mlock:
+        return "mlock" if use_mmap is False else "mmap_mlock"
+    if use_mmap is None:
+        return None
+    return "mmap" if use_mmap else "none"

@@ -96,6 +96,7 @@ class Context:
         pooling: str | None = None,
         speculative: SpeculativeDecoding | None = None,
     ) -> None:
+        model.require_weights("a Context")
         self.model = model
         self.speculative = speculative if speculative is not None else SpeculativeDecoding()
         self.ffi: Any = model.ffi
@@ -208,6 +209,8 @@ class Context:
         return {**self._requested, **found}
 
     def _check_mtp_supported(self, model: Model) -> LlamaMtpLibrary:
+        if self.speculative.draft_model is not None:
+            self.speculative.draft_model.require_weights("a draft model")
         kinds = self.speculative.kinds
         what = ", ".join(k.value for k in kinds)
         wrapper = mtp_wrapper(model.libs, what, kinds != (SpeculativeMode.DRAFT_MTP,))

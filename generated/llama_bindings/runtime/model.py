@@ -6,14 +6,28 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._about import LOAD_MTP_PARAM, MTP_API, NEXTN_COUNT_FUNCTION
 from ..errors import LlamaLoadError, LlamaRuntimeError, LlamaUnsupportedError
 from ..lifetimes import NativeObject
 from ..loader import Libraries, load
-from ..params import check_count, check_flag, choose, set_field
+from ..params import (
+    MODEL_PARAMS,
+    KvOverride,
+    apply_load_options,
+    check_choice,
+    check_count,
+    check_flag,
+    check_kv_overrides,
+    check_load_options,
+    check_tensor_split,
+    choose,
+    kv_override_array,
+    set_field,
+    tensor_split_array,
+)
 from .llama_log import LLAMA_LOG
 from .results import LLAMA_CPP_TAG, ChatMessages, ChatTemplateError, role_content
 
@@ -23,19 +37,44 @@ if TYPE_CHECKING:
 
 class Model:
     """A model loaded from a GGUF file. ``load_mtp``: also load the MTP (NextN) layers, which
-    speculative mode draft-mtp needs. ``n_gpu_layers`` (-1: all), ``main_gpu`` and
-    ``split_mode`` (``"none"``, ``"layer"``, ``"row"``, ...): offloading; ``use_extra_bufts``:
-    llama.cpp's repacked weight layouts for the CPU (on by default; with them a row's logits
-    depend on the batch it is computed in, see :class:`SpeculativeDecoding`). None keeps
-    llama.cpp's default (:mod:`~llama_bindings.params`). ``libs``: opened libraries (default:
-    :func:`load` with ``lib_dir``). ``verbose``: llama.cpp's log to stderr (True) or to the
-    ``llama_bindings.llama_cpp`` logger (False); ``None`` keeps the process-wide setting, which
-    starts as False (see :func:`set_llama_log`). A file llama.cpp cannot load raises
-    :class:`LlamaLoadError` with the error lines llama.cpp logged, whatever the log's routing.
+    speculative mode draft-mtp needs. ``n_gpu_layers`` (-1: all), ``main_gpu``, ``split_mode``
+    (``"none"``, ``"layer"``, ``"row"``, ...) and ``tensor_split`` (each device's share, at most
+    ``llama_max_devices()`` numbers >= 0): offloading; ``use_extra_bufts``: llama.cpp's repacked
+    weight layouts for the CPU (on by default; with them a row's logits depend on the batch it is
+    computed in, see :class:`SpeculativeDecoding`); ``no_host``: no host buffer, so extra buffer
+    types can be used.
+
+    ``vocab_only``: load the vocabulary alone, no weights (llama.cpp's ``ggml-vocab-*.gguf``
+    files): tokenize, detokenize, token_bytes, the metadata and the chat template work, a
+    :class:`Context` is refused (:meth:`require_weights`). ``check_tensors``: check the tensor
+    data as it is read. How the file is read: ``load_mode`` (``"auto"``, ``"none"``,
+    ``"mmap"``, ``"mlock"``, ``"mmap_mlock"``, ``"direct_io"``) and ``lazy_mode`` (``"off"``,
+    ``"auto"``, ``"on"``) where the release has them, or llama-cpp-python's flags ``use_mmap``,
+    ``use_mlock`` and ``use_direct_io``: set as such on releases before ``load_mode``, on later
+    ones translated to it (``use_mmap=False``: ``"none"``, ``use_mlock=True``: ``"mmap_mlock"``,
+    or ``"mlock"`` with ``use_mmap=False``; ``use_direct_io=True``: ``"direct_io"``).
+    ``kv_overrides``: GGUF metadata values to use instead of the file's (``{key: int | float |
+    bool | str}``), where llama.cpp reads them while loading (:meth:`metadata_value` still gives
+    the file's); a value whose type is not the one llama.cpp reads the key as is ignored, with a
+    warning in llama.cpp's log.
+
+    None keeps llama.cpp's default (``llama_model_default_params()`` of the loaded libraries,
+    :mod:`~llama_bindings.params`); an argument the release's ``llama_model_params`` lacks raises
+    :class:`LlamaUnsupportedError`. Not exposed: ``devices`` and ``tensor_buft_overrides`` (they
+    take ggml backend device and buffer-type handles, which the runtime does not hand out),
+    ``progress_callback`` (a C callback per load), and ``no_alloc`` (a model without its
+    weights allocated, for llama.cpp's memory estimate: nothing here can run on it).
+
+    ``libs``: opened libraries (default: :func:`load` with ``lib_dir``). ``verbose``:
+    llama.cpp's log to stderr (True) or to the ``llama_bindings.llama_cpp`` logger (False);
+    ``None`` keeps the process-wide setting, which starts as False (see :func:`set_llama_log`).
+    A file llama.cpp cannot load raises :class:`LlamaLoadError` with the error lines llama.cpp
+    logged, whatever the log's routing.
 
     Lifetimes: closing a model (``close()``, leaving its ``with`` block, or its collection)
     first closes every :class:`Context` on it and every context that uses it as a draft model;
     after that, every method and property of those objects raises :class:`LlamaClosedError`.
+    The arrays given to llama.cpp (``kv_overrides``, ``tensor_split``) live as long as the model.
     """
 
     def __init__(
@@ -46,7 +85,17 @@ class Model:
         n_gpu_layers: int | None = None,
         main_gpu: int | None = None,
         split_mode: str | None = None,
+        tensor_split: Sequence[float] | None = None,
         use_extra_bufts: bool | None = None,
+        no_host: bool | None = None,
+        vocab_only: bool | None = None,
+        check_tensors: bool | None = None,
+        load_mode: str | None = None,
+        lazy_mode: str | None = None,
+        use_mmap: bool | None = None,
+        use_mlock: bool | None = None,
+        use_direct_io: bool | None = None,
+        kv_overrides: Mapping[str, KvOverride] | None = None,
         libs: Libraries | None = None,
         lib_dir: str | os.PathLike[str] | None = None,
         verbose: bool | None = None,
@@ -56,7 +105,19 @@ class Model:
             raise FileNotFoundError(errno.ENOENT, f"the model file {what}", os.fspath(path))
         check_count(n_gpu_layers, "n_gpu_layers", -1)
         check_count(main_gpu, "main_gpu", 0)
-        check_flag(use_extra_bufts, "use_extra_bufts")
+        flags = {
+            "use_extra_bufts": use_extra_bufts,
+            "no_host": no_host,
+            "vocab_only": vocab_only,
+            "check_tensors": check_tensors,
+        }
+        for name, flag in flags.items():
+            check_flag(flag, name)
+        load_flags = {"use_mmap": use_mmap, "use_mlock": use_mlock, "use_direct_io": use_direct_io}
+        check_load_options(load_flags, load_mode)
+        check_choice(lazy_mode, "lazy_mode")
+        split = check_tensor_split(tensor_split)
+        overrides = check_kv_overrides(kv_overrides)
         if load_mtp and not MTP_API:
             raise LlamaUnsupportedError(
                 f"llama.cpp {LLAMA_CPP_TAG} has no MTP API: load_mtp is not available"
@@ -76,11 +137,35 @@ class Model:
             params.split_mode = choose(
                 self.ffi, "llama_split_mode", "LLAMA_SPLIT_MODE_", "split_mode", split_mode
             )
-        if use_extra_bufts is not None:
-            set_field(self.ffi, params, "llama_model_params", "use_extra_bufts", use_extra_bufts,
-                      "use_extra_bufts")  # fmt: skip
+        for name, flag in flags.items():
+            if flag is not None:
+                set_field(self.ffi, params, MODEL_PARAMS, name, flag, name)
+        apply_load_options(self.ffi, params, load_flags, load_mode)
+        if lazy_mode is not None:
+            value = choose(self.ffi, "llama_lazy_mode", "LLAMA_LAZY_MODE_", "lazy_mode", lazy_mode)
+            set_field(self.ffi, params, MODEL_PARAMS, "lazy_mode", value, "lazy_mode")
+        self._arrays = self._set_arrays(params, split, overrides)
         if load_mtp and LOAD_MTP_PARAM:
             params.load_mtp = True  # (releases before load_mtp always load the NextN layers)
+        self._vocab_only = bool(params.vocab_only)
+        self._load(path, params)
+
+    def _set_arrays(
+        self, params: Any, split: Sequence[float] | None, overrides: dict[str, KvOverride] | None
+    ) -> list[Any]:
+        """Point ``params`` at the arrays of ``tensor_split`` and ``kv_overrides``; the model
+        keeps them (releases that borrow the pointers read them after the load)."""
+        arrays: list[Any] = []
+        if split is not None:
+            max_devices = int(self.llama.llama_max_devices())
+            params.tensor_split = tensor_split_array(self.ffi, split, max_devices)
+            arrays.append(params.tensor_split)
+        if overrides:
+            params.kv_overrides = kv_override_array(self.ffi, overrides)
+            arrays.append(params.kv_overrides)
+        return arrays
+
+    def _load(self, path: str | os.PathLike[str], params: Any) -> None:
         with LLAMA_LOG.capturing() as errors:
             handle = self.llama.llama_model_load_from_file(os.fsencode(path), params)
         if handle == self.ffi.NULL:
@@ -90,6 +175,22 @@ class Model:
         self._native = NativeObject("model", handle, self.llama.llama_model_free, self.ffi.NULL)
         self._finalizer = self._native.finalize_with(self)
         self._vocab: Any = self.llama.llama_model_get_vocab(handle)
+
+    @property
+    def vocab_only(self) -> bool:
+        """Whether the model was loaded without its weights (``vocab_only=True``)."""
+        self._native.pointer  # noqa: B018  (raises once closed)
+        return self._vocab_only
+
+    def require_weights(self, what: str) -> None:
+        """Raise :class:`LlamaUnsupportedError` if the model has no weights (``vocab_only``):
+        ``what`` (such as ``"a Context"``) needs them. A closed model raises LlamaClosedError."""
+        self._native.pointer  # noqa: B018  (raises once closed)
+        if self._vocab_only:
+            raise LlamaUnsupportedError(
+                f"the model was loaded with vocab_only=True: it has no weights, so {what} is not "
+                "available (tokenize, detokenize and the metadata are)"
+            )
 
     @property
     def handle(self) -> Any:
