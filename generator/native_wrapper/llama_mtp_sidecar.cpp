@@ -410,8 +410,17 @@ static llama_mtp_status check_target(llama_context * ctx_tgt, const llama_model 
     return LLAMA_MTP_STATUS_OK;
 }
 
+// Whether the target keeps one KV buffer for every sequence (llama.h has no getter): a target
+// with a stream per sequence gives each n_ctx / n_seq_max cells, a unified one all of n_ctx.
+static bool kv_unified(llama_context * ctx_tgt) {
+    return llama_n_seq_max(ctx_tgt) > 1 && llama_n_ctx_seq(ctx_tgt) == llama_n_ctx(ctx_tgt);
+}
+
+// The draft and MTP contexts keep their KV cache as the target does, so that a saved state of
+// one sequence loads wherever the target's loads.
 static llama_context_params draft_context_params(llama_context * ctx_tgt, const llama_mtp_params & p) {
     llama_context_params cparams = llama_context_default_params();
+    cparams.kv_unified = kv_unified(ctx_tgt);
     cparams.n_ctx = llama_n_ctx(ctx_tgt);
     cparams.n_batch = llama_n_batch(ctx_tgt);
     cparams.n_ubatch = llama_n_ubatch(ctx_tgt);

@@ -48,14 +48,15 @@ ContextFactory = Callable[[], Any]
 
 @contextmanager
 def _factory(
-    runtime: Any, libs: Any, models: dict[str, Path], mode: str, n_seq: int = 1
+    runtime: Any, libs: Any, models: dict[str, Path], mode: str, n_seq: int = 1, **options: Any
 ) -> Iterator[ContextFactory]:
     """A function making contexts of ``mode`` on the partial model (drafts accepted only
-    sometimes), all on one loaded model."""
+    sometimes), all on one loaded model (``options``: more of the contexts' arguments)."""
+    context_options = options
     with ExitStack() as stack:
         mtp = "draft-mtp" in mode
         model = stack.enter_context(runtime.Model(models["partial"], load_mtp=mtp, libs=libs))
-        options: dict[str, Any] = {"draft_token_max": 4}
+        options = {"draft_token_max": 4}
         if mode == "none":
             spec = runtime.SpeculativeDecoding()
         else:
@@ -71,7 +72,9 @@ def _factory(
 
         def make() -> Any:
             return stack.enter_context(
-                runtime.Context(model, n_ctx=512 * n_seq, n_seq_max=n_seq, speculative=spec)
+                runtime.Context(
+                    model, n_ctx=512 * n_seq, n_seq_max=n_seq, speculative=spec, **context_options
+                )
             )
 
         yield make

@@ -60,14 +60,14 @@ def test_a_state_from_elsewhere_names_the_difference(
             ctx.load_state(saved)
     parsed = SavedState.from_bytes(saved)
     elsewhere = dict(parsed.identity, llama_cpp={"release": "b1", "commit": "0" * 40})
-    moved = SavedState(elsewhere, parsed.tokens, parsed.target, parsed.draft).to_bytes()
+    moved = SavedState(elsewhere, parsed.scope, parsed.held, parsed.target, parsed.draft).to_bytes()
     with _factory(runtime, libs, models, "draft-mtp") as make:
         ctx = make()
         with pytest.raises(runtime.LlamaStateError, match=r"another llama\.cpp.*'b1'"):
             ctx.load_state(moved)
         with pytest.raises(runtime.LlamaStateError, match="tokens= differs"):
             ctx.load_state(saved, [1, 2, 3])
-        ctx.load_state(saved, parsed.tokens)  # the right tokens, named: loads
+        ctx.load_state(saved, parsed.held[0])  # the right tokens, named: loads
 
 
 @pytest.mark.parametrize("mode", ["none", "draft-mtp"])

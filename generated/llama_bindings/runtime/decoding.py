@@ -81,7 +81,6 @@ def generate_plain(
     session.checkpoint(None)
     run.prompt_done()
     llama = session.llama
-    n_ctx = int(llama.llama_n_ctx(session.handle))
     token_buf = session.ffi.new("llama_token[1]")
     while run.finish_reason is None:
         token = int(llama.llama_sampler_sample(sampler, session.handle, -1))
@@ -89,7 +88,7 @@ def generate_plain(
         if not run.emit(token, session.logprob(run, token, -1)):
             break
         yield
-        if len(session.history) + 1 > n_ctx:
+        if len(session.history) + 1 > session.room:
             run.finish(FinishReason.CONTEXT_FULL)
             break
         token_buf[0] = token
@@ -122,14 +121,12 @@ def generate_mtp(
     before = sidecar.counts()
     run.prompt_done()
     step = _Stepper(session, sidecar, 0, sampler, run)
-    n_ctx = int(session.llama.llama_n_ctx(session.handle))
     id_last = tokens[-1]
     while run.finish_reason is None:
-        got = step(id_last, len(session.history), n_ctx)
+        got = step(id_last, len(session.history), session.room)
         if got is None:
             break
-        session.history.append(id_last)
-        session.history.extend(got[:-1])
+        _held(session, 0, id_last, got)
         id_last = got[-1]
         if not _emit_all(run, session, got):
             break
@@ -172,6 +169,14 @@ class _Stepper:
         return [int(self.out[i]) for i in range(int(self.n_out[0]))]
 
 
+def _held(session: NativeSession, seq: int, id_last: int, got: list[int]) -> None:
+    """After a step: sequence ``seq`` holds ``id_last`` and every token of ``got`` but its last
+    (the next step's ``id_last``)."""
+    tokens = session.sequences[seq].tokens
+    tokens.append(id_last)
+    tokens.extend(got[:-1])
+
+
 def _record(run: Run, counts: SidecarCounts) -> None:
     run.drafted, run.drafts, run.accepted = counts.drafted, counts.drafts, counts.accepted
     run.backend_sampled, run.steps, run.strategies = (
@@ -183,23 +188,27 @@ def speculate_sequences(
     ctx: Context, session: NativeSession, sidecar: Sidecar, plans: list[Plan], room: int
 ) -> list[GenerationResult]:
     """:meth:`Context.generate_batch` with speculative decoding: each prompt but its last token
-    into its own sequence (mirrored into the sidecar), then one step per sequence in turn; each
-    run's counters are the sidecar's differences around its own steps."""
+    into its own sequence (mirrored into the sidecar; what the sequence holds of it kept when its
+    plan reuses prefixes), then one step per sequence in turn; each run's counters are the
+    sidecar's differences around its own steps. Each sequence keeps what it holds afterwards."""
     runs = [Run(ctx, p.stop, None, p.cancel, p.max_tokens, p.logprobs) for p in plans]
     samplers: list[Any] = []
     llama = session.llama
     batch = llama.llama_batch_init(int(llama.llama_n_batch(session.handle)), 0, 1)
     totals: dict[int, SidecarCounts | None] = {}
+    done = False
     try:
         samplers += [_sampler(ctx, plan) for plan in plans]
-        session.clear(sidecar)
-        for seq in range(1, int(llama.llama_n_seq_max(session.handle))):
-            sidecar.check(sidecar.wrapper.llama_mtp_seq_rm(sidecar.handle, seq, 0, -1), "seq_rm")
         going: dict[int, tuple[int, int]] = {}  # sequence -> (id_last, n_past)
         for seq, (plan, run) in enumerate(zip(plans, runs, strict=True)):
             head = plan.tokens[:-1]
-            if session.decode_prompt(batch, head, 0, run, seq=seq, mirror=sidecar.process) is None:
+            run.reused, run.reuse = session.reuse(
+                plan.tokens, len(head), plan.reuse_prefix, sidecar, seq
+            )
+            mirror = sidecar.process
+            if session.decode_prompt(batch, head, run.reused, run, seq=seq, mirror=mirror) is None:
                 continue
+            session.checkpoint(sidecar, seq)
             sidecar.begin(head, seq)
             run.prompt_done()
             going[seq] = (plan.tokens[-1], len(head))
@@ -207,8 +216,9 @@ def speculate_sequences(
         totals.update((seq, None) for seq in going)
         _take_turns(session, sidecar, steppers, going, room, totals)
         seeds = [int(llama.llama_sampler_get_seed(sampler)) for sampler in samplers]
+        done = True
     finally:
-        session.history = []
+        _settle(session, sidecar, len(plans), done)
         llama.llama_batch_free(batch)
         for sampler in samplers:
             llama.llama_sampler_free(sampler)
@@ -241,11 +251,22 @@ def _take_turns(
             counted = sidecar.counts().since(before)
             earlier = totals[seq]
             totals[seq] = counted if earlier is None else earlier.plus(counted)
+            if got is not None:
+                _held(session, seq, id_last, got)
             if got is None or not _emit_all(step.run, session, got):
                 del going[seq]
-                sidecar.seq_rm(0, seq)
             else:
                 going[seq] = (got[-1], n_past + len(got))
+
+
+def _settle(session: NativeSession, sidecar: Sidecar | None, n_seq: int, done: bool) -> None:
+    """After a batch: each of its sequences keeps what it holds, with a checkpoint where it
+    ends; after an error nothing of them is trusted, and they are emptied."""
+    for seq in range(n_seq):
+        if done:
+            session.checkpoint(sidecar, seq)
+        else:
+            session.clear(sidecar, seq)
 
 
 def _emit_all(run: Run, session: NativeSession, got: list[int]) -> bool:
@@ -260,39 +281,44 @@ def _sampler(ctx: Context, plan: Plan) -> Any:
 def generate_sequences(
     ctx: Context, session: NativeSession, plans: list[Plan], room: int
 ) -> list[GenerationResult]:
-    """:meth:`Context.generate_batch`: the prompts, each its own sequence, then one batch per step
-    with the next token of every sequence still going (``room``: cells per sequence)."""
+    """:meth:`Context.generate_batch`: the prompts, each its own sequence (what the sequence holds
+    of it kept when its plan reuses prefixes), then one batch per step with the next token of
+    every sequence still going (``room``: cells per sequence). Each sequence keeps what it holds
+    afterwards."""
     runs = [Run(ctx, p.stop, None, p.cancel, p.max_tokens, p.logprobs) for p in plans]
     samplers: list[Any] = []
     llama = session.llama
     n_batch = int(llama.llama_n_batch(session.handle))
     batch = llama.llama_batch_init(max(n_batch, len(plans)), 0, 1)
-    memory = session.memory()
+    done = False
     try:
         for plan in plans:
             samplers.append(_sampler(ctx, plan))
-        # the context's memory holds several sequences now: nothing of it is reused later
-        session.clear(None)
         going: dict[int, tuple[int, int]] = {}  # sequence -> (next token to decode, its pos)
         for seq, plan in enumerate(plans):
             run = runs[seq]
-            row = session.decode_prompt(batch, plan.tokens, 0, run, seq=seq)
+            run.reused, run.reuse = session.reuse(
+                plan.tokens, len(plan.tokens) - 1, plan.reuse_prefix, None, seq
+            )
+            row = session.decode_prompt(batch, plan.tokens, run.reused, run, seq=seq)
             if row is None:
                 continue
+            session.checkpoint(None, seq)
             run.prompt_done()
             if _take(session, run, samplers[seq], row, len(plan.tokens), room):
                 going[seq] = (run.tokens[-1], len(plan.tokens))
         while going:
             _decode_step(session, batch, going)
-            for row, (seq, (_, pos)) in enumerate(list(going.items())):
+            for row, (seq, (token, pos)) in enumerate(list(going.items())):
+                session.sequences[seq].tokens.append(token)
                 if _take(session, runs[seq], samplers[seq], row, pos + 1, room):
                     going[seq] = (runs[seq].tokens[-1], pos + 1)
                 else:
                     del going[seq]
-                    llama.llama_memory_seq_rm(memory, seq, -1, -1)
         seeds = [int(llama.llama_sampler_get_seed(sampler)) for sampler in samplers]
+        done = True
     finally:
-        session.history = []
+        _settle(session, None, len(plans), done)
         llama.llama_batch_free(batch)
         for sampler in samplers:
             llama.llama_sampler_free(sampler)

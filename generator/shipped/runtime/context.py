@@ -65,7 +65,9 @@ class Context:
     ``"on"``, ``"off"``), ``type_k``/``type_v`` (KV
     cache element types by ggml name: ``"f16"``, ``"q8_0"``, ``"q4_0"``, ...; a quantised V
     cache needs flash attention), ``swa_full`` (a full-size cache for sliding-window attention
-    layers), ``offload_kqv`` (the KV cache and its attention on the GPU), ``op_offload`` (host
+    layers), ``kv_unified`` (one KV buffer shared by every sequence instead of one per sequence;
+    a saved state loads only into a context with the same layout), ``offload_kqv`` (the KV cache
+    and its attention on the GPU), ``op_offload`` (host
     tensor operations offloaded), ``rope`` (:class:`RopeScaling` overrides). A context llama.cpp
     cannot create raises :class:`LlamaLoadError` with llama.cpp's error lines.
 
@@ -87,6 +89,7 @@ class Context:
         type_k: str | None = None,
         type_v: str | None = None,
         swa_full: bool | None = None,
+        kv_unified: bool | None = None,
         offload_kqv: bool | None = None,
         op_offload: bool | None = None,
         rope: RopeScaling | None = None,
@@ -113,7 +116,8 @@ class Context:
         check_count(n_threads, "n_threads", 1)
         check_count(n_threads_batch, "n_threads_batch", 1)
         check_count(n_seq_max, "n_seq_max", 1)
-        flags = {"swa_full": swa_full, "offload_kqv": offload_kqv, "op_offload": op_offload}
+        flags = {"swa_full": swa_full, "kv_unified": kv_unified}
+        flags.update(offload_kqv=offload_kqv, op_offload=op_offload)
         for name, flag in flags.items():
             check_flag(flag, name)
         if rope is not None and not isinstance(rope, RopeScaling):
@@ -150,7 +154,7 @@ class Context:
             except BaseException:
                 self.close()
                 raise
-        self._session = NativeSession(model, self._native, bool(getattr(params, "swa_full", True)))
+        self._session = NativeSession(model, self._native, params)
 
     def _set_options(
         self,
@@ -244,62 +248,126 @@ class Context:
     def n_ctx(self) -> int:
         return int(self.llama.llama_n_ctx(self.handle))
 
-    def save_state(self) -> bytes:
+    def save_state(self, seq: int | None = None) -> bytes:
         """The context's state as a versioned container (:mod:`.state`): the tokens its memory
         holds, the target's llama.cpp state (KV cache, recurrent state, outputs) and, with
         speculative decoding, the sidecar's draft or MTP context state, named with the
-        llama.cpp release, the model and the speculative setup they were saved with."""
-        self.handle  # noqa: B018  (a closed context raises)
-        if self._busy:
-            raise LlamaRuntimeError("the context is generating (a stream is open): no state now")
+        llama.cpp release, the model and the speculative setup they were saved with. ``seq``:
+        only that sequence (``llama_state_seq_get_data``), for :meth:`load_state` into any
+        sequence of a context on the same model, release and speculative setup."""
         session, sidecar = self._session, self._sidecar
+        self._check_state_call(seq)
         draft = sidecar.draft_context() if sidecar is not None else self.ffi.NULL
-        saved = SavedState(
-            self._identity(),
-            list(session.history),
-            session.full_state(self.handle),
-            session.full_state(draft) if draft != self.ffi.NULL else b"",
-        )
-        return saved.to_bytes()
+        if seq is None:
+            held = [list(s.tokens) for s in session.sequences]
+            while len(held) > 1 and not held[-1]:
+                held.pop()
+            target = session.full_state(self.handle)
+            drafted = session.full_state(draft) if draft != self.ffi.NULL else b""
+        else:
+            held = [list(session.sequences[seq].tokens)]
+            target = session.seq_state(self.handle, seq)
+            drafted = session.seq_state(draft, seq) if draft != self.ffi.NULL else b""
+        scope = "context" if seq is None else "sequence"
+        identity = {**self._identity(), "kv_streams": session.kv_streams}
+        return SavedState(identity, scope, held, target, drafted).to_bytes()
 
-    def load_state(self, state: bytes, tokens: Sequence[int] | None = None) -> None:
+    def load_state(
+        self, state: bytes, tokens: Sequence[int] | None = None, *, seq: int | None = None
+    ) -> None:
         """Restore a state from :meth:`save_state` (saved with the same llama.cpp release,
         model and speculative setup, else :class:`LlamaStateError` naming the difference; a
         truncated or altered state raises it too); the next generation reuses what it holds.
-        A raw ``llama_state_get_data`` image (no speculative decoding) needs ``tokens``, the
-        tokens it holds."""
-        self.handle  # noqa: B018  (a closed context raises)
-        if self._busy:
-            raise LlamaRuntimeError("the context is generating (a stream is open): no state now")
+        A one-sequence state loads into sequence ``seq`` (default 0), replacing what that
+        sequence holds and nothing else. A raw ``llama_state_get_data`` image (or, with ``seq``,
+        a ``llama_state_seq_get_data`` one; no speculative decoding) needs ``tokens``, the tokens
+        it holds (of sequence 0 for a whole-context image)."""
         session, sidecar = self._session, self._sidecar
+        self._check_state_call(seq)
         if not is_saved_state(state):
             if sidecar is not None or tokens is None:
                 raise LlamaStateError(
                     "not a saved state of llama_bindings (save it with Context.save_state); a raw "
                     "llama.cpp state loads only without speculative decoding, with tokens="
                 )
-            self._restore(session, [(self.handle, state)], list(tokens))
+            scope = "context" if seq is None else "sequence"
+            self._restore(SavedState({}, scope, [list(tokens)], state, b""), seq)
             return
         saved = SavedState.from_bytes(state)
         saved.check_fits(self._identity())
-        if tokens is not None and list(tokens) != saved.tokens:
+        streams, here = saved.identity.get("kv_streams"), session.kv_streams
+        if streams is not None and here is not None and streams != here:
+            raise LlamaStateError(
+                f"the state was saved from a context with {streams} KV streams; this one has "
+                f"{here}: llama.cpp loads a state only into the same layout (the "
+                "same n_seq_max, or kv_unified=True on both sides)"
+            )
+        if saved.scope == "context" and seq is not None:
+            raise LlamaStateError(
+                "this state holds the whole context: load it without seq= (save one sequence "
+                "with save_state(seq=i))"
+            )
+        if tokens is not None and [list(tokens)] != saved.held[:1]:
             raise LlamaStateError("tokens= differs from the tokens the saved state holds")
+        if len(saved.held) > len(session.sequences):
+            raise LlamaStateError(
+                f"the state holds {len(saved.held)} sequences; this context has n_seq_max "
+                f"{len(session.sequences)}"
+            )
+        self._restore(saved, seq)
+
+    def _check_state_call(self, seq: int | None) -> None:
+        self.handle  # noqa: B018  (a closed context raises)
+        if self._busy:
+            raise LlamaRuntimeError("the context is generating (a stream is open): no state now")
+        n_seq = len(self._session.sequences)
+        if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int)):
+            raise TypeError(f"seq must be an int, not {type(seq).__name__}")
+        if seq is not None and not 0 <= seq < n_seq:
+            raise ValueError(f"seq {seq} is not a sequence of this context (n_seq_max {n_seq})")
+
+    def _restore(self, saved: SavedState, seq: int | None) -> None:
+        """``saved``'s parts into the target and the draft context (every sequence, or sequence
+        ``seq``, default 0, for a one-sequence state); what each sequence holds follows."""
+        session, sidecar = self._session, self._sidecar
+        draft = sidecar.draft_context() if sidecar is not None else self.ffi.NULL
         parts = [(self.handle, saved.target)]
         if saved.draft:
-            parts.append((cast(Sidecar, sidecar).draft_context(), saved.draft))
-        self._restore(session, parts, saved.tokens)
-        if sidecar is not None:  # drops a draft the sidecar may still hold
-            sidecar.seq_rm(len(saved.tokens))
-
-    def _restore(
-        self, session: NativeSession, parts: list[tuple[Any, bytes]], tokens: list[int]
-    ) -> None:
+            parts.append((draft, saved.draft))
+        into = 0 if seq is None else seq
         for ctx, data in parts:
-            if not session.restore_full_state(ctx, data):
-                session.clear(self._sidecar)
-                raise LlamaStateError("llama.cpp rejected the saved state (the context is cleared)")
-        session.history = tokens
-        session.checkpoints = []
+            with LLAMA_LOG.capturing() as errors:
+                if saved.scope == "context":
+                    loaded = session.restore_full_state(ctx, data)
+                else:
+                    loaded = session.restore_seq_state(ctx, data, into)
+            if not loaded:
+                self._forget(saved.scope, into)
+                raise LlamaStateError(
+                    "llama.cpp rejected the saved state (what it was loaded into is emptied): "
+                    + ("; ".join(errors) or "no reason logged")
+                )
+        if saved.scope == "context":
+            for held in session.sequences:
+                held.forget()
+            for i, tokens in enumerate(saved.held):
+                session.sequences[i].tokens = list(tokens)
+        else:
+            session.sequences[into].forget()
+            session.sequences[into].tokens = list(saved.held[0])
+        if sidecar is not None:  # drops a draft the sidecar may still hold
+            for i, held in enumerate(session.sequences):
+                if saved.scope == "context" or i == into:
+                    sidecar.seq_rm(len(held.tokens), i)
+
+    def _forget(self, scope: str, seq: int) -> None:
+        if scope == "sequence":
+            self._session.clear(self._sidecar, seq)
+        elif self._sidecar is not None:
+            for i in range(len(self._session.sequences)):
+                self._session.clear(self._sidecar, i)
+        else:
+            self._session.clear_all()
 
     def save_state_file(self, path: str | os.PathLike[str]) -> None:
         """:meth:`save_state` into a file (written beside it, then renamed into place)."""
@@ -398,7 +466,7 @@ class Context:
         """Every token of ``tokens`` through the model, alone in sequence 0, outputs on."""
         if self._busy:
             raise LlamaRuntimeError("the context is generating already (a stream is open)")
-        self._session.clear(None)
+        self._session.clear_all()
         batch = self.llama.llama_batch_init(len(tokens), 0, 1)
         try:
             fill_batch(batch, tokens, 0, outputs="all")
@@ -447,13 +515,16 @@ class Context:
         this context, together: after the prompts, each step decodes one batch holding the next
         token of every sequence still going. Options as :meth:`generate`'s, for every sequence
         (each gets its own sampler chain from the same :class:`Sampling`, so the same seed), but
-        not ``on_token``, ``sampler`` or ``reuse_prefix``. Needs ``n_seq_max`` >= the number of
-        prompts. With speculative decoding one sidecar serves every sequence: each step drafts
-        and verifies one sequence (``llama_mtp_step``), the sequences in turn, and each result's
-        metrics count that sequence's drafts alone."""
+        not ``on_token`` or ``sampler``. Needs ``n_seq_max`` >= the number of prompts; prompt
+        ``i`` goes to sequence ``i``, which keeps what it holds afterwards, so that the next
+        batch (or :meth:`save_state` with ``seq=i``) continues from it: with ``reuse_prefix`` (the
+        default) each sequence keeps its common prefix with its new prompt. With speculative
+        decoding one sidecar serves every sequence: each step drafts and verifies one sequence
+        (``llama_mtp_step``), the sequences in turn, and each result's metrics count that
+        sequence's drafts alone."""
         if isinstance(prompts, str) or not prompts:
             raise TypeError("prompts must be a non-empty sequence of prompts (text or token ids)")
-        refused = sorted({"on_token", "sampler", "reuse_prefix"} & set(options))
+        refused = sorted({"on_token", "sampler"} & set(options))
         if refused:
             raise TypeError(f"generate_batch does not take {', '.join(refused)}")
         n_seq_max = int(self.llama.llama_n_seq_max(self.handle))
@@ -463,13 +534,7 @@ class Context:
                 f"{n_seq_max} (Context(..., n_seq_max=N))"
             )
         plans = [self._plan(prompt, options) for prompt in prompts]
-        room = self._n_ctx_seq()
-        for i, plan in enumerate(plans):
-            if len(plan.tokens) >= room:
-                raise ValueError(
-                    f"prompt {i} ({len(plan.tokens)} tokens) does not fit a sequence's "
-                    f"{room} cells (n_ctx {self.n_ctx} over n_seq_max {n_seq_max})"
-                )
+        room = self._session.room
         # see _plan
         from .decoding import generate_sequences, log_metrics, running, speculate_sequences
 
@@ -485,12 +550,6 @@ class Context:
         for i, result in enumerate(results):
             log_metrics(result, f"sequence {i} of a batch")
         return results
-
-    def _n_ctx_seq(self) -> int:
-        try:
-            return int(self.llama.llama_n_ctx_seq(self.handle))
-        except SYMBOL_ERRORS:  # releases before llama_n_ctx_seq
-            return self.n_ctx // int(self.llama.llama_n_seq_max(self.handle))
 
     def stream(self, prompt: str | Sequence[int], **options: Unpack[GenerateOptions]) -> Stream:
         """:meth:`generate` as an iterator of text pieces (the same pieces ``on_token`` gets,
@@ -549,8 +608,10 @@ class Context:
             tokens = [int(t) for t in prompt]
         if not tokens:
             raise ValueError("the prompt has no tokens")
-        if len(tokens) >= self.n_ctx:
-            raise ValueError(f"the prompt ({len(tokens)} tokens) does not fit n_ctx {self.n_ctx}")
+        room = self._session.room
+        if len(tokens) >= room:
+            cells = f"n_ctx {room}" if room == self.n_ctx else f"a sequence's {room} cells"
+            raise ValueError(f"the prompt ({len(tokens)} tokens) does not fit {cells}")
         if self._busy:
             raise LlamaRuntimeError("the context is generating already (a stream is open)")
         return Plan(

@@ -1,8 +1,8 @@
 """The native side of one :class:`Context`'s generations: its llama.cpp handle, the tokens its
-memory holds for sequence 0, prompt decoding in batches (the one chunk loop every decode loop
-uses), log-probabilities of a decoded row, and prompt-prefix reuse.
+memory holds for each sequence, prompt decoding in batches (the one chunk loop every decode loop
+uses), log-probabilities of a decoded row, prompt-prefix reuse and per-sequence state.
 
-Prefix reuse keeps the longest common prefix of what the context holds and the next prompt, in
+Prefix reuse keeps the longest common prefix of what a sequence holds and its next prompt, in
 the target's memory and in the speculative sidecar's (its draft or MTP context, trimmed to the
 same position by ``llama_mtp_seq_rm``; the n-gram strategies start again from the whole prompt at
 ``llama_mtp_begin``). Memory that cannot be cut at an arbitrary position (the recurrent layers of
@@ -15,7 +15,7 @@ prefix the prompt is decoded in full, and the result's metrics say so (:class:`P
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from .. import constants
@@ -37,12 +37,25 @@ MAX_CHECKPOINTS: Final = 8
 
 @dataclass(frozen=True)
 class _Checkpoint:
-    """The partial state of sequence 0 after its first ``n_tokens`` tokens: the target's and,
+    """The partial state of a sequence after its first ``n_tokens`` tokens: the target's and,
     with a draft-context strategy, the sidecar's draft context's (empty: none)."""
 
     n_tokens: int
     target: bytes
     draft: bytes
+
+
+@dataclass
+class SequenceMemory:
+    """What one sequence of the context holds: its tokens from position 0, and checkpoints of
+    its partial state (the newest last)."""
+
+    tokens: list[int] = field(default_factory=list)
+    checkpoints: list[_Checkpoint] = field(default_factory=list)
+
+    def forget(self, keep: int = 0) -> None:
+        del self.tokens[keep:]
+        self.checkpoints = [c for c in self.checkpoints if c.n_tokens <= keep]
 
 
 def fill_batch(
@@ -75,14 +88,24 @@ class NativeSession:
     """What a context's memory holds and the calls that change it; every decode loop goes
     through one (see the module's text)."""
 
-    def __init__(self, model: Model, native: NativeObject, swa_full: bool) -> None:
+    def __init__(self, model: Model, native: NativeObject, params: Any) -> None:
+        """``params``: the ``llama_context_params`` the context was created with."""
         self.llama = model.llama
         self.ffi: Any = model.ffi
         self.native = native
         self.n_vocab = model.n_vocab
-        self.history: list[int] = []  # the tokens sequence 0 holds, from position 0
-        self.checkpoints: list[_Checkpoint] = []
         handle, llama = model.handle, self.llama
+        n_seq = int(llama.llama_n_seq_max(native.pointer))
+        self.sequences = [SequenceMemory() for _ in range(n_seq)]
+        try:  # the cells one sequence can hold
+            self.room = int(llama.llama_n_ctx_seq(native.pointer))
+        except SYMBOL_ERRORS:  # releases before llama_n_ctx_seq
+            self.room = int(llama.llama_n_ctx(native.pointer)) // n_seq
+        # llama.cpp keeps a KV stream per sequence unless kv_unified (None: a release before
+        # streams); a saved state loads only where the count is the same
+        unified = getattr(params, "kv_unified", None)
+        self.kv_streams = None if unified is None else 1 if unified else n_seq
+        swa_full = bool(getattr(params, "swa_full", True))
         try:
             recurrent = bool(llama.llama_model_is_recurrent(handle)) or bool(
                 llama.llama_model_is_hybrid(handle)
@@ -109,6 +132,11 @@ class NativeSession:
     def handle(self) -> Any:
         return self.native.pointer
 
+    @property
+    def history(self) -> list[int]:
+        """The tokens sequence 0 holds (what :meth:`Context.generate` continues)."""
+        return self.sequences[0].tokens
+
     def memory(self) -> Any:
         return self.llama.llama_get_memory(self.handle)
 
@@ -127,7 +155,7 @@ class NativeSession:
     ) -> int | None:
         """``tokens[start:]`` at positions ``start``.. of sequence ``seq``, one ``n_batch`` chunk
         per ``llama_decode`` (each mirrored into the sidecar when ``mirror``); the batch row of
-        the last token's outputs, or None when cancelled. Sequence 0's history follows."""
+        the last token's outputs, or None when cancelled. The sequence's tokens follow."""
         n_batch = int(self.llama.llama_n_batch(self.handle))
         last = 0
         for begin in range(start, len(tokens), n_batch):
@@ -142,8 +170,7 @@ class NativeSession:
                 raise LlamaRuntimeError(f"llama_decode failed ({status}) on prompt {seq}")
             if mirror is not None:
                 mirror(batch)
-            if seq == 0:
-                self.history.extend(chunk)
+            self.sequences[seq].tokens.extend(chunk)
             last = len(chunk) - 1
         return last
 
@@ -157,76 +184,110 @@ class NativeSession:
     # ---- prefix reuse ---------------------------------------------------------------------
 
     def reuse(
-        self, tokens: Sequence[int], limit: int, wanted: bool, sidecar: Sidecar | None
+        self,
+        tokens: Sequence[int],
+        limit: int,
+        wanted: bool,
+        sidecar: Sidecar | None,
+        seq: int = 0,
     ) -> tuple[int, PromptReuse]:
-        """Keep the longest common prefix (at most ``limit`` tokens) of the history and
-        ``tokens`` in the target and the sidecar, drop the rest; how many are kept and how."""
+        """Keep the longest common prefix (at most ``limit`` tokens) of what sequence ``seq``
+        holds and ``tokens``, in the target and the sidecar, drop the rest; how many are kept
+        and how."""
         if not wanted:
-            self.clear(sidecar)
+            self.clear(sidecar, seq)
             return 0, PromptReuse.OFF
-        common = min(common_prefix(self.history, tokens), limit)
+        held = self.sequences[seq]
+        common = min(common_prefix(held.tokens, tokens), limit)
         if common == 0:
-            self.clear(sidecar)
+            self.clear(sidecar, seq)
             return 0, PromptReuse.NONE
-        if self._trim(common, sidecar):
+        if self._trim(common, sidecar, seq):
             return common, PromptReuse.KEPT
-        for checkpoint in reversed(self.checkpoints):
+        for checkpoint in reversed(held.checkpoints):
             if 0 < checkpoint.n_tokens <= common:
-                if self._restore(checkpoint, sidecar) and self._trim(checkpoint.n_tokens, sidecar):
-                    return checkpoint.n_tokens, PromptReuse.CHECKPOINT
+                n = checkpoint.n_tokens
+                if self._restore(checkpoint, sidecar, seq) and self._trim(n, sidecar, seq):
+                    return n, PromptReuse.CHECKPOINT
                 break
-        self.clear(sidecar)
+        self.clear(sidecar, seq)
         return 0, PromptReuse.FULL
 
-    def _trim(self, keep: int, sidecar: Sidecar | None) -> bool:
-        """Cut sequence 0 (and the sidecar's) after ``keep`` tokens; False when llama.cpp
+    def _trim(self, keep: int, sidecar: Sidecar | None, seq: int) -> bool:
+        """Cut sequence ``seq`` (and the sidecar's) after ``keep`` tokens; False when llama.cpp
         refuses, or when a sliding-window cache no longer holds the window position ``keep``
         attends to."""
         if self.n_swa > 0:
-            pos_min = int(self.llama.llama_memory_seq_pos_min(self.memory(), 0))
+            pos_min = int(self.llama.llama_memory_seq_pos_min(self.memory(), seq))
             if pos_min > max(0, keep - self.n_swa):
                 return False
         if sidecar is not None:
-            done = sidecar.seq_rm(keep)
+            done = sidecar.seq_rm(keep, seq)
         else:
-            done = bool(self.llama.llama_memory_seq_rm(self.memory(), 0, keep, -1))
+            done = bool(self.llama.llama_memory_seq_rm(self.memory(), seq, keep, -1))
         if done:
-            del self.history[keep:]
-            self.checkpoints = [c for c in self.checkpoints if c.n_tokens <= keep]
+            self.sequences[seq].forget(keep)
         return done
 
-    def clear(self, sidecar: Sidecar | None) -> None:
-        """Empty sequence 0 everywhere (every sequence of a context without a sidecar)."""
+    def clear(self, sidecar: Sidecar | None, seq: int = 0) -> None:
+        """Empty sequence ``seq`` in the target and the sidecar."""
         if sidecar is not None:
-            sidecar.check(sidecar.wrapper.llama_mtp_seq_rm(sidecar.handle, 0, 0, -1), "seq_rm")
+            status = sidecar.wrapper.llama_mtp_seq_rm(sidecar.handle, seq, 0, -1)
+            sidecar.check(status, "seq_rm")
         else:
-            self.llama.llama_memory_clear(self.memory(), True)
-        self.history = []
-        self.checkpoints = []
+            self.llama.llama_memory_seq_rm(self.memory(), seq, 0, -1)
+        self.sequences[seq].forget()
 
-    def checkpoint(self, sidecar: Sidecar | None) -> None:
-        """Save the partial state after the history (where it cannot be trimmed back to)."""
-        n = len(self.history)
+    def clear_all(self) -> None:
+        """Empty every sequence (a context without a sidecar)."""
+        self.llama.llama_memory_clear(self.memory(), True)
+        for held in self.sequences:
+            held.forget()
+
+    def checkpoint(self, sidecar: Sidecar | None, seq: int = 0) -> None:
+        """Save the partial state after what sequence ``seq`` holds (where it cannot be trimmed
+        back to)."""
+        held = self.sequences[seq]
+        n = len(held.tokens)
         if not self.needs_checkpoints or self.partial_flag is None or n == 0:
             return
-        if self.checkpoints and self.checkpoints[-1].n_tokens == n:
+        if held.checkpoints and held.checkpoints[-1].n_tokens == n:
             return
         draft = sidecar.draft_context() if sidecar is not None else self.ffi.NULL
+        flag = self.partial_flag
         try:
-            target = self._state(self.handle)
-            drafted = self._state(draft) if draft != self.ffi.NULL else b""
+            target = self.seq_state(self.handle, seq, flag)
+            drafted = self.seq_state(draft, seq, flag) if draft != self.ffi.NULL else b""
         except SYMBOL_ERRORS:  # a release without llama_state_seq_*_ext: no checkpoints
             self.partial_flag = None
             return
-        self.checkpoints.append(_Checkpoint(n, target, drafted))
-        del self.checkpoints[:-MAX_CHECKPOINTS]
+        held.checkpoints.append(_Checkpoint(n, target, drafted))
+        del held.checkpoints[:-MAX_CHECKPOINTS]
 
-    def _state(self, ctx: Any) -> bytes:
-        flag = self.partial_flag or 0
-        size = int(self.llama.llama_state_seq_get_size_ext(ctx, 0, flag))
-        buf = self.ffi.new("uint8_t[]", max(size, 1))
-        written = int(self.llama.llama_state_seq_get_data_ext(ctx, buf, size, 0, flag))
+    def seq_state(self, ctx: Any, seq: int, flags: int = 0) -> bytes:
+        """Sequence ``seq``'s state in context ``ctx`` (``flags``: ``llama_state_seq_flags``)."""
+        llama = self.llama
+        if flags:
+            size = int(llama.llama_state_seq_get_size_ext(ctx, seq, flags))
+            buf = self.ffi.new("uint8_t[]", max(size, 1))
+            written = int(llama.llama_state_seq_get_data_ext(ctx, buf, size, seq, flags))
+        else:
+            size = int(llama.llama_state_seq_get_size(ctx, seq))
+            buf = self.ffi.new("uint8_t[]", max(size, 1))
+            written = int(llama.llama_state_seq_get_data(ctx, buf, size, seq))
         return bytes(self.ffi.buffer(buf, written))
+
+    def restore_seq_state(self, ctx: Any, data: bytes, seq: int, flags: int = 0) -> bool:
+        """Sequence ``seq`` of context ``ctx`` from :meth:`seq_state`'s bytes; False when
+        llama.cpp rejects them."""
+        if ctx == self.ffi.NULL:
+            return False
+        src = self.ffi.from_buffer(data)
+        if flags:
+            read = int(self.llama.llama_state_seq_set_data_ext(ctx, src, len(data), seq, flags))
+        else:
+            read = int(self.llama.llama_state_seq_set_data(ctx, src, len(data), seq))
+        return read != 0
 
     def full_state(self, ctx: Any) -> bytes:
         """Everything llama.cpp keeps of context ``ctx`` (every sequence, its outputs)."""
@@ -242,15 +303,11 @@ class NativeSession:
         read = int(self.llama.llama_state_set_data(ctx, self.ffi.from_buffer(data), len(data)))
         return read == len(data)
 
-    def _restore(self, checkpoint: _Checkpoint, sidecar: Sidecar | None) -> bool:
+    def _restore(self, checkpoint: _Checkpoint, sidecar: Sidecar | None, seq: int) -> bool:
         parts = [(self.handle, checkpoint.target)]
         if checkpoint.draft:
             if sidecar is None:
                 return False
             parts.append((sidecar.draft_context(), checkpoint.draft))
         flag = self.partial_flag or 0
-        set_data = self.llama.llama_state_seq_set_data_ext
-        for ctx, data in parts:
-            if int(set_data(ctx, self.ffi.from_buffer(data), len(data), 0, flag)) == 0:
-                return False
-        return True
+        return all(self.restore_seq_state(ctx, data, seq, flag) for ctx, data in parts)

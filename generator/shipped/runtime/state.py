@@ -1,13 +1,15 @@
-"""A context's saved state (:meth:`Context.save_state`): a versioned container holding what the
-context's memory holds (the tokens), the target context's llama.cpp state, the speculative
-sidecar's draft or MTP context state, and what it was saved with (the llama.cpp release, the
-model, the speculative setup), so that loading it elsewhere is refused with the difference
-named instead of continuing from a state that does not fit.
+"""A context's or one sequence's saved state (:meth:`Context.save_state`): a versioned container
+holding what the memory holds (the tokens of each sequence), the target context's llama.cpp
+state, the speculative sidecar's draft or MTP context state, and what it was saved with (the
+llama.cpp release, the model, the speculative setup), so that loading it elsewhere is refused
+with the difference named instead of continuing from a state that does not fit.
 
 Layout: ``LLBSTATE``, the format number and the header's length (little-endian ``uint32``), the
-header (JSON: identity, part sizes, the payload's SHA-256), then the payload: the tokens
-(``int32``), the target's state, the draft context's. The n-gram strategies' state is not in it:
-they start again from the whole prompt at the next generation, as after any prompt."""
+header (JSON: identity, scope, each sequence's token count, part sizes, the payload's SHA-256),
+then the payload: the tokens (``int32``, sequence after sequence), the target's state, the draft
+context's. The scope is ``context`` (every sequence, ``llama_state_get_data``) or ``sequence``
+(one, ``llama_state_seq_get_data``: it loads into any sequence). The n-gram strategies' state is
+not in it: they start again from the whole prompt at the next generation, as after any prompt."""
 
 from __future__ import annotations
 
@@ -24,6 +26,9 @@ FORMAT: Final = 1
 _HEAD: Final = struct.Struct("<8sII")  # magic, format, header length
 # what a state must have been saved with to load here, in the order a difference is reported
 IDENTITY_KEYS: Final = ("llama_cpp", "model", "speculative")
+# how the context that saved it keeps its KV cache (see Context.load_state)
+LAYOUT_KEYS: Final = ("kv_streams",)
+SCOPES: Final = ("context", "sequence")
 
 
 def is_saved_state(data: bytes) -> bool:
@@ -34,15 +39,19 @@ def is_saved_state(data: bytes) -> bool:
 @dataclass(frozen=True)
 class SavedState:
     identity: dict[str, Any]
-    tokens: list[int]
+    scope: str  # one of SCOPES
+    held: list[list[int]]  # the tokens of each sequence (one list for scope "sequence")
     target: bytes
     draft: bytes
 
     def to_bytes(self) -> bytes:
-        payload = struct.pack(f"<{len(self.tokens)}i", *self.tokens) + self.target + self.draft
+        tokens = [t for seq in self.held for t in seq]
+        payload = struct.pack(f"<{len(tokens)}i", *tokens) + self.target + self.draft
         header = {
             **self.identity,
-            "n_tokens": len(self.tokens),
+            "scope": self.scope,
+            "held": [len(seq) for seq in self.held],
+            "n_tokens": len(tokens),
             "target_bytes": len(self.target),
             "draft_bytes": len(self.draft),
             "sha256": hashlib.sha256(payload).hexdigest(),
@@ -61,6 +70,10 @@ class SavedState:
         header = _header(data[_HEAD.size : _HEAD.size + n_header])
         payload = data[_HEAD.size + n_header :]
         n_tokens, n_target, n_draft = _sizes(header)
+        scope = header.get("scope")
+        if scope not in SCOPES:
+            raise LlamaStateError(f"the saved state's scope {scope!r} is none of {SCOPES}")
+        counts = _counts(header.get("held"), n_tokens, 1 if scope == "sequence" else None)
         if len(payload) != 4 * n_tokens + n_target + n_draft:
             raise LlamaStateError(
                 f"the saved state is truncated or padded: {len(payload)} payload bytes, its header "
@@ -69,9 +82,14 @@ class SavedState:
         if hashlib.sha256(payload).hexdigest() != header.get("sha256"):
             raise LlamaStateError("the saved state was altered: its payload's SHA-256 differs")
         tokens = list(struct.unpack_from(f"<{n_tokens}i", payload))
+        held, begin = [], 0
+        for count in counts:
+            held.append(tokens[begin : begin + count])
+            begin += count
         target = payload[4 * n_tokens : 4 * n_tokens + n_target]
-        identity = {key: header.get(key) for key in IDENTITY_KEYS}
-        return cls(identity, tokens, target, payload[len(payload) - n_draft :] if n_draft else b"")
+        draft = payload[len(payload) - n_draft :] if n_draft else b""
+        identity = {key: header.get(key) for key in (*IDENTITY_KEYS, *LAYOUT_KEYS)}
+        return cls(identity, scope, held, target, draft)
 
     def check_fits(self, current: dict[str, Any]) -> None:
         """:class:`LlamaStateError` naming the first difference from ``current``."""
@@ -93,8 +111,25 @@ def _header(text: bytes) -> dict[str, Any]:
     return header
 
 
+def _count(n: object) -> bool:
+    return isinstance(n, int) and not isinstance(n, bool) and n >= 0
+
+
+def _counts(counts: object, total: int, n_seq: int | None) -> list[int]:
+    """Each sequence's token count (``n_seq`` of them when given), adding up to ``total``."""
+    if (
+        not isinstance(counts, list)
+        or not counts
+        or not all(_count(n) for n in counts)
+        or sum(counts) != total
+        or (n_seq is not None and len(counts) != n_seq)
+    ):
+        raise LlamaStateError(f"the saved state's token counts {counts!r} do not add up")
+    return counts
+
+
 def _sizes(header: dict[str, Any]) -> tuple[int, int, int]:
     sizes = tuple(header.get(k) for k in ("n_tokens", "target_bytes", "draft_bytes"))
-    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in sizes):
+    if not all(_count(n) for n in sizes):
         raise LlamaStateError(f"the saved state's header has no valid part sizes: {sizes}")
     return sizes  # type: ignore[return-value]
