@@ -18,6 +18,10 @@ LLAMA_CPP_COMMIT: Final = "0c1e57098bba43ac29e6e3b677cdceebdd22334f"
 LLAMA_CPP_RELEASE: Final = LLAMA_CPP_TAG or LLAMA_CPP_COMMIT[:12]
 # llama.h has the MTP API the runtime's MTP path uses (the MTP context type, n_rs_seq)
 MTP_API: Final = True
+# the bindings carry libmtmd, llama.cpp's multimodal library (tools/mtmd: mtmd.h, mtmd-helper.h)
+MTMD_API: Final = True
+# why they do not ("" when they do)
+MTMD_ABSENT: Final = ""
 # llama_model_params.load_mtp exists (before it, llama.cpp always loads the NextN layers)
 LOAD_MTP_PARAM: Final = True
 # llama_model_n_layer_nextn exists (before it: the GGUF key <arch>.nextn_predict_layers)

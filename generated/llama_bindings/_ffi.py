@@ -24,10 +24,10 @@ if TYPE_CHECKING:
     from typing import Any
 
 # sha256 of the declarations; a compiled API-mode module must have been built from the same.
-CDEF_IDENTITY = "200331df6b9d7ce033613a1c16681aabaf2350a5f2416f2fad2d5115b7d400c9"
+CDEF_IDENTITY = "41dec03223d0335bf56a721f8397ee52f884e9f03931f05da9297f78c1d108c3"
 # sha256 of what the load-time guard compares (``_abi_expected.py``): a library set sealed as
 # matching these bindings (``verified_files``) is not compared again by the same bindings.
-GUARD_IDENTITY = "d1e727e0bec3fbabd70f77c25d6ff3df673950788a5bd9a065e42b784ca182e4"
+GUARD_IDENTITY = "9fbebc8cbf946e8340244c2098a9568b572181dac44a9583afb2d28924727e3c"
 ABI_MODULE = f"{__package__}._ffi_abi"
 ABI_GUARD_CDEF = """\
 const char *llama_bindgen_abi_commit(void);

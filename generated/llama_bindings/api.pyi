@@ -587,6 +587,182 @@ class llama_token_data_array:
 class llama_vocab:
     """C ``struct llama_vocab`` (llama.h): opaque, only pointers to it exist."""
 
+class mtmd_batch:
+    """C ``struct mtmd_batch`` (mtmd.h): opaque, only pointers to it exist."""
+
+class mtmd_bitmap:
+    """C ``struct mtmd_bitmap`` (mtmd.h): opaque, only pointers to it exist."""
+
+class mtmd_caps:
+    """C ``struct mtmd_caps`` (mtmd.h).
+
+    EXPERIMENTAL API to get mmproj's capabilities without initializing the full context
+    This is only intended to be used by llama-server, breaking changes is expected
+    """
+
+    inp_vision: bool
+    inp_audio: bool
+
+class mtmd_context:
+    """C ``struct mtmd_context`` (mtmd.h): opaque, only pointers to it exist."""
+
+class mtmd_context_params:
+    """C ``struct mtmd_context_params`` (mtmd.h)."""
+
+    use_gpu: bool
+    device: CData
+    print_timings: bool
+    n_threads: int
+    image_marker: CData
+    media_marker: CData
+    flash_attn_type: int
+    warmup: bool
+    image_min_tokens: int
+    image_max_tokens: int
+    cb_eval: CData
+    cb_eval_user_data: CData
+    batch_max_tokens: int
+    progress_callback: CData
+    progress_callback_user_data: CData
+
+class mtmd_decoder_pos:
+    """C ``struct mtmd_decoder_pos`` (mtmd.h)."""
+
+    t: int
+    x: int
+    y: int
+    z: int
+
+class mtmd_gen_audio_info:
+    """C ``struct mtmd_gen_audio_info`` (mtmd.h)."""
+
+    type: int
+    sample_rate: int
+    model_variant: CData
+
+class mtmd_gen_inp:
+    """C ``struct mtmd_gen_inp`` (mtmd.h)."""
+
+    type: int
+    code0: int
+    embd: CData
+    top_k: int
+    top_p: float
+    seed: int
+    temp: float
+    codes: CData
+    n_codes: int
+    feats: CData
+    n_feats: int
+    state_data: CData
+    state_size: int
+
+class mtmd_gen_out:
+    """C ``struct mtmd_gen_out`` (mtmd.h)."""
+
+    codes: CData
+    n_codes: int
+    feats: CData
+    n_feats: int
+    embd: CData
+    is_eos: bool
+    audio: CData
+    n_samples: int
+    state_data: CData
+    state_size: int
+
+class mtmd_helper_bitmap_wrapper:
+    """C ``struct mtmd_helper_bitmap_wrapper`` (mtmd-helper.h)."""
+
+    bitmap: CData
+    video_ctx: CData
+
+class mtmd_helper_embd_batch:
+    """C ``struct mtmd_helper_embd_batch`` (mtmd-helper.h).
+
+    one decoded sub-batch of embeddings, passed to mtmd_helper_post_decode_callback
+    """
+
+    n_tokens: int
+    embd: CData
+    n_embd: int
+    pos: CData
+    n_pos: int
+    seq_id: int
+
+class mtmd_helper_gen_audio:
+    """C ``struct mtmd_helper_gen_audio`` (mtmd-helper.h): opaque, only pointers to it exist."""
+
+class mtmd_helper_gen_audio_inp:
+    """C ``struct mtmd_helper_gen_audio_inp`` (mtmd-helper.h)."""
+
+    seq_id: int
+    prompt: CData
+    prompt_len: int
+    speaker_ref: CData
+    lang: CData
+    top_k: int
+    top_p: float
+    seed: int
+    out_type: int
+
+class mtmd_helper_init_opt:
+    """C ``struct mtmd_helper_init_opt`` (mtmd-helper.h).
+
+    opt for mtmd_helper_bitmap_init_from_*()
+    """
+
+    video_params: mtmd_helper_video_init_params
+
+class mtmd_helper_video:
+    """C ``struct mtmd_helper_video`` (mtmd-helper.h): opaque, only pointers to it exist."""
+
+class mtmd_helper_video_info:
+    """C ``struct mtmd_helper_video_info`` (mtmd-helper.h).
+
+    video input helpers (requires ffmpeg/ffprobe installed on the system)
+    the notion of video only exists at the helper level, it is not visible to the core mtmd library
+
+    NOTE: this implementation is model-agnostic, it can be used with any vision-capable model
+          however, it may not be accurate for some specific models
+          (this is expected for now, to keep the implementation simple)
+    """
+
+    width: int
+    height: int
+    fps: float
+    n_frames: int
+
+class mtmd_helper_video_init_params:
+    """C ``struct mtmd_helper_video_init_params`` (mtmd-helper.h)."""
+
+    fps_target: float
+    ffmpeg_bin_dir: CData
+    timestamp_interval_ms: int
+
+class mtmd_image_tokens:
+    """C ``struct mtmd_image_tokens`` (mtmd.h): opaque, only pointers to it exist."""
+
+class mtmd_input_chunk:
+    """C ``struct mtmd_input_chunk`` (mtmd.h): opaque, only pointers to it exist."""
+
+class mtmd_input_chunks:
+    """C ``struct mtmd_input_chunks`` (mtmd.h): opaque, only pointers to it exist."""
+
+class mtmd_input_part:
+    """C ``struct mtmd_input_part`` (mtmd.h)."""
+
+    text: CData
+    bitmap: CData
+
+class mtmd_input_text:
+    """C ``struct mtmd_input_text`` (mtmd.h)."""
+
+    text: CData
+    text_len: int
+    add_special: bool
+    parse_special: bool
+
 # struct names that are also function names, for use inside the library classes
 _struct_ggml_backend_graph_copy: TypeAlias = ggml_backend_graph_copy
 
@@ -5193,4 +5369,520 @@ class LlamaMtpLibrary:
         built from lacks), LLAMA_MTP_STATUS_UNSUPPORTED_STRATEGY (one the wrapper does not run in any
         release) or LLAMA_MTP_STATUS_INVALID_ARGUMENT (not a strategy at all), and
         llama_mtp_last_error() says why.
+        """
+
+class MtmdLibrary:
+    """Functions of the ``mtmd`` library."""
+
+    def mtmd_batch_add_chunk(self, batch: CData, chunk: CData, /) -> int:
+        """``int32_t mtmd_batch_add_chunk(mtmd_batch * batch, const mtmd_input_chunk * chunk)`` (mtmd.h)
+
+        only media chunks are allowed, text chunks will be rejected
+        returns 0 on success
+        returns 1 on generic error
+        returns 2 if the batch is too large (chunk won't be added)
+        returns 3 if it cannot be batched with the existing chunks in the batch
+        """
+
+    def mtmd_batch_encode(self, batch: CData, /) -> int:
+        """``int32_t mtmd_batch_encode(mtmd_batch * batch)`` (mtmd.h)
+
+        returns 0 on success
+        returns 1 on generic error
+        """
+
+    def mtmd_batch_free(self, batch: CData, /) -> None:
+        """``void mtmd_batch_free(mtmd_batch * batch)`` (mtmd.h)"""
+
+    def mtmd_batch_get_output_embd(self, batch: CData, chunk: CData, /) -> CData:
+        """``float * mtmd_batch_get_output_embd(mtmd_batch * batch, const mtmd_input_chunk * chunk)`` (mtmd.h)"""
+
+    def mtmd_batch_init(self, ctx: CData, /) -> CData:
+        """``mtmd_batch * mtmd_batch_init(mtmd_context * ctx)`` (mtmd.h)
+
+        batch encoding API
+        chunks are not owned by the batch, they will not be freed by mtmd_batch_free()
+        batch is valid for a given context, cannot be shared across contexts
+        """
+
+    def mtmd_bitmap_free(self, bitmap: CData, /) -> None:
+        """``void mtmd_bitmap_free(mtmd_bitmap * bitmap)`` (mtmd.h)"""
+
+    def mtmd_bitmap_get_data(self, bitmap: CData, /) -> CData:
+        """``const unsigned char * mtmd_bitmap_get_data(const mtmd_bitmap * bitmap)`` (mtmd.h)"""
+
+    def mtmd_bitmap_get_id(self, bitmap: CData, /) -> CData:
+        """``const char * mtmd_bitmap_get_id(const mtmd_bitmap * bitmap)`` (mtmd.h)
+
+        bitmap ID is optional, but useful for KV cache tracking
+        these getters/setters are dedicated functions, so you can for example calculate the hash of the image based on mtmd_bitmap_get_data()
+        """
+
+    def mtmd_bitmap_get_n_bytes(self, bitmap: CData, /) -> int:
+        """``size_t mtmd_bitmap_get_n_bytes(const mtmd_bitmap * bitmap)`` (mtmd.h)"""
+
+    def mtmd_bitmap_get_nx(self, bitmap: CData, /) -> int:
+        """``uint32_t mtmd_bitmap_get_nx(const mtmd_bitmap * bitmap)`` (mtmd.h)"""
+
+    def mtmd_bitmap_get_ny(self, bitmap: CData, /) -> int:
+        """``uint32_t mtmd_bitmap_get_ny(const mtmd_bitmap * bitmap)`` (mtmd.h)"""
+
+    def mtmd_bitmap_init(self, nx: int, ny: int, data: CData, /) -> CData:
+        """``mtmd_bitmap * mtmd_bitmap_init(uint32_t nx, uint32_t ny, const unsigned char * data)`` (mtmd.h)
+
+        mtmd_bitmap
+
+        if bitmap is image:
+            length of data must be nx * ny * 3
+            the data is in RGBRGBRGB... format
+            note: some video-capable models (i.e. qwen-vl) can merge consecutive bitmaps
+                  into one chunk; mtmd_tokenize() handles this, but remember to set
+                  mtmd_bitmap_set_mergeable(true) for every frame
+        if bitmap is audio:
+            length of data must be n_samples * sizeof(float)
+            the data is in float format (PCM F32)
+
+        if data == nullptr:
+            the bitmap is considered "empty", and will be treated as a placeholder for counting tokens
+            you can pass the bitmap via mtmd_tokenize(), then call mtmd_*_get_n_tokens() to count the tokens
+            note: passing a placeholder bitmap to mtmd_encode() will return an error
+        """
+
+    def mtmd_bitmap_init_from_audio(self, n_samples: int, data: CData, /) -> CData:
+        """``mtmd_bitmap * mtmd_bitmap_init_from_audio(size_t n_samples, const float * data)`` (mtmd.h)"""
+
+    def mtmd_bitmap_init_lazy(self, ctx: CData, id: bytes | CData, user_data: CData, callback: CData, /) -> CData:
+        """``mtmd_bitmap * mtmd_bitmap_init_lazy(const mtmd_context * ctx, const char * id, void * user_data, mtmd_bitmap_lazy_callback callback)`` (mtmd.h)"""
+
+    def mtmd_bitmap_is_audio(self, bitmap: CData, /) -> bool:
+        """``bool mtmd_bitmap_is_audio(const mtmd_bitmap * bitmap)`` (mtmd.h)"""
+
+    def mtmd_bitmap_set_id(self, bitmap: CData, id: bytes | CData, /) -> None:
+        """``void mtmd_bitmap_set_id(mtmd_bitmap * bitmap, const char * id)`` (mtmd.h)"""
+
+    def mtmd_bitmap_set_mergeable(self, bitmap: CData, mergeable: bool, /) -> None:
+        """``void mtmd_bitmap_set_mergeable(mtmd_bitmap * bitmap, bool mergeable)`` (mtmd.h)
+
+        if true, this bitmap can be merged (temporal merge) with an adjacent mergeable bitmap by certain video input models
+        """
+
+    def mtmd_context_params_default(self) -> mtmd_context_params:
+        """``struct mtmd_context_params mtmd_context_params_default(void)`` (mtmd.h)"""
+
+    def mtmd_decode_use_mrope(self, ctx: CData, /) -> bool:
+        """``bool mtmd_decode_use_mrope(const mtmd_context * ctx)`` (mtmd.h)
+
+        whether the current model use M-RoPE for llama_decode
+        """
+
+    def mtmd_decode_use_non_causal(self, ctx: CData, chunk: CData, /) -> bool:
+        """``bool mtmd_decode_use_non_causal(const mtmd_context * ctx, const mtmd_input_chunk * chunk)`` (mtmd.h)
+
+        whether we need to set non-causal mask before llama_decode
+        if chunk is nullptr, we assume the default case where chunk is an image chunk
+        """
+
+    def mtmd_default_marker(self) -> CData:
+        """``const char * mtmd_default_marker(void)`` (mtmd.h)"""
+
+    def mtmd_encode(self, ctx: CData, image_tokens: CData, /) -> int:
+        """``int32_t mtmd_encode(mtmd_context * ctx, const mtmd_image_tokens * image_tokens)`` (mtmd.h)
+
+        Deprecated: use mtmd_encode_chunk() instead.
+        """
+
+    def mtmd_encode_chunk(self, ctx: CData, chunk: CData, /) -> int:
+        """``int32_t mtmd_encode_chunk(mtmd_context * ctx, const mtmd_input_chunk * chunk)`` (mtmd.h)
+
+        text chunk will be ignored silently, only media chunk will be encoded
+        returns 0 on success
+        returns 1 on generic error
+        """
+
+    def mtmd_free(self, ctx: CData, /) -> None:
+        """``void mtmd_free(mtmd_context * ctx)`` (mtmd.h)"""
+
+    def mtmd_gen_audio_get_info(self, ctx: CData, /) -> mtmd_gen_audio_info:
+        """``struct mtmd_gen_audio_info mtmd_gen_audio_get_info(const mtmd_context * ctx)`` (mtmd.h)"""
+
+    def mtmd_gen_audio_process(self, ctx: CData, inp: CData, out: CData, /) -> int:
+        """``int32_t mtmd_gen_audio_process(mtmd_context * ctx, const struct mtmd_gen_inp * inp, struct mtmd_gen_out * out)`` (mtmd.h)
+
+        note: this API is stateless, caller must handle state management and audio frame accumulation
+        """
+
+    def mtmd_gen_inp_default(self, ctx: CData, /) -> mtmd_gen_inp:
+        """``struct mtmd_gen_inp mtmd_gen_inp_default(const mtmd_context * ctx)`` (mtmd.h)
+
+        defaults tuned for the loaded pipeline, callers override only what they care about
+        """
+
+    def mtmd_get_audio_sample_rate(self, ctx: CData, /) -> int:
+        """``int mtmd_get_audio_sample_rate(const mtmd_context * ctx)`` (mtmd.h)
+
+        get audio sample rate in Hz, for example 16000 for Whisper
+        return -1 if audio is not supported
+        """
+
+    def mtmd_get_cap_from_file(self, mmproj_fname: bytes | CData, /) -> mtmd_caps:
+        """``struct mtmd_caps mtmd_get_cap_from_file(const char * mmproj_fname)`` (mtmd.h)"""
+
+    def mtmd_get_marker(self, ctx: CData, /) -> CData:
+        """``const char * mtmd_get_marker(const mtmd_context * ctx)`` (mtmd.h)
+
+        get the current marker string
+        """
+
+    def mtmd_get_output_embd(self, ctx: CData, /) -> CData:
+        """``float * mtmd_get_output_embd(mtmd_context * ctx)`` (mtmd.h)
+
+        get output embeddings from the last encode pass
+        the reading size (in bytes) is equal to:
+        llama_model_n_embd_inp(model) * mtmd_input_chunk_get_n_tokens(chunk) * sizeof(float)
+        """
+
+    def mtmd_helper_bitmap_init_from_buf(self, ctx: CData, buf: CData, len: int, placeholder: bool, opt: mtmd_helper_init_opt, /) -> mtmd_helper_bitmap_wrapper:
+        """``struct mtmd_helper_bitmap_wrapper mtmd_helper_bitmap_init_from_buf(const mtmd_context * ctx, const unsigned char * buf, size_t len, bool placeholder, struct mtmd_helper_init_opt opt)`` (mtmd-helper.h)
+
+        helper function to construct a mtmd_bitmap from a buffer containing a file
+        supported formats:
+            image: formats supported by stb_image: jpg, png, bmp, gif, etc.
+                   webp is decoded via ffmpeg, requires MTMD_VIDEO build with ffmpeg in PATH
+            audio: formats supported by miniaudio: wav, mp3, flac
+        note:
+          - for now, video input is only supported via C++ helper functions
+          - audio files will be auto-detected based on magic bytes
+          - output bitmap will have SHA-256 hash (hex string) as the ID
+        returns nullptr on failure
+        this function is thread-safe
+        """
+
+    def mtmd_helper_bitmap_init_from_file(self, ctx: CData, fname: bytes | CData, placeholder: bool, opt: mtmd_helper_init_opt, /) -> mtmd_helper_bitmap_wrapper:
+        """``struct mtmd_helper_bitmap_wrapper mtmd_helper_bitmap_init_from_file(const mtmd_context * ctx, const char * fname, bool placeholder, struct mtmd_helper_init_opt opt)`` (mtmd-helper.h)
+
+        helper function to construct a mtmd_bitmap from a file
+        it calls mtmd_helper_bitmap_init_from_buf() internally
+        returns nullptr on failure
+        this function is thread-safe
+        """
+
+    def mtmd_helper_decode_image_chunk(self, ctx: CData, lctx: CData, chunk: CData, encoded_embd: CData, n_past: int, seq_id: int, n_batch: int, new_n_past: CData, callback: CData, user_data: CData, /) -> int:
+        """``int32_t mtmd_helper_decode_image_chunk(mtmd_context * ctx, struct llama_context * lctx, const mtmd_input_chunk * chunk, float * encoded_embd, llama_pos n_past, llama_seq_id seq_id, int32_t n_batch, llama_pos * new_n_past, mtmd_helper_post_decode_callback callback, void * user_data)`` (mtmd-helper.h)
+
+        helper function to decode an image whose embeddings have already been calculated
+        this helper will handle batching and pre/post decoding setup (for ex. gemma 3 requires non-causal attention)
+        ret 0 on success, -1 on chunk not being a valid image chunk, 1 on decode failure
+        """
+
+    def mtmd_helper_eval_chunk_single(self, ctx: CData, lctx: CData, chunk: CData, n_past: int, seq_id: int, n_batch: int, logits_last: bool, new_n_past: CData, /) -> int:
+        """``int32_t mtmd_helper_eval_chunk_single(mtmd_context * ctx, struct llama_context * lctx, const mtmd_input_chunk * chunk, llama_pos n_past, llama_seq_id seq_id, int32_t n_batch, bool logits_last, llama_pos * new_n_past)`` (mtmd-helper.h)
+
+        works like mtmd_helper_eval_chunks(), but only for a single chunk
+        this function is NOT thread-safe
+        """
+
+    def mtmd_helper_eval_chunks(self, ctx: CData, lctx: CData, chunks: CData, n_past: int, seq_id: int, n_batch: int, logits_last: bool, new_n_past: CData, /) -> int:
+        """``int32_t mtmd_helper_eval_chunks(mtmd_context * ctx, struct llama_context * lctx, const mtmd_input_chunks * chunks, llama_pos n_past, llama_seq_id seq_id, int32_t n_batch, bool logits_last, llama_pos * new_n_past)`` (mtmd-helper.h)
+
+        helper function that automatically:
+        1. decode text chunks
+        2. run mtmd_encode_chunk() on image chunks, then mtmd_get_output_embd() and then decode the embeddings
+        if any of the mtmd_encode_chunk() or decode calls return non-zero, stop and forward the error
+        otherwise, returns 0 on success
+        this function is NOT thread-safe
+        """
+
+    def mtmd_helper_gen_audio_free(self, ctx: CData, /) -> None:
+        """``void mtmd_helper_gen_audio_free(mtmd_helper_gen_audio * ctx)`` (mtmd-helper.h)"""
+
+    def mtmd_helper_gen_audio_get_output(self, ctx: CData, out_sample_rate: CData, out_data: CData, out_data_len: CData, out_n_samples: CData, /) -> int:
+        """``int32_t mtmd_helper_gen_audio_get_output(mtmd_helper_gen_audio * ctx, int32_t * out_sample_rate, const char ** out_data, size_t * out_data_len, int64_t * out_n_samples)`` (mtmd-helper.h)
+
+        out_data valid until next get_output() or reset() call
+        out_n_samples (optional, can be NULL) receives the number of generated PCM samples
+        """
+
+    def mtmd_helper_gen_audio_init(self, lctx: CData, mctx: CData, /) -> CData:
+        """``mtmd_helper_gen_audio * mtmd_helper_gen_audio_init(struct llama_context * lctx, struct mtmd_context * mctx)`` (mtmd-helper.h)"""
+
+    def mtmd_helper_gen_audio_reset(self, ctx: CData, /) -> None:
+        """``void mtmd_helper_gen_audio_reset(mtmd_helper_gen_audio * ctx)`` (mtmd-helper.h)"""
+
+    def mtmd_helper_gen_audio_set_input(self, ctx: CData, inp: CData, /) -> int:
+        """``int32_t mtmd_helper_gen_audio_set_input(mtmd_helper_gen_audio * ctx, const struct mtmd_helper_gen_audio_inp * inp)`` (mtmd-helper.h)"""
+
+    def mtmd_helper_gen_audio_step_gen(self, ctx: CData, sampled: int, h_state_in: CData, h_state_out: CData, out_stop: CData, /) -> int:
+        """``int32_t mtmd_helper_gen_audio_step_gen(mtmd_helper_gen_audio * ctx, llama_token sampled, const float * h_state_in, const float ** h_state_out, bool * out_stop)`` (mtmd-helper.h)
+
+        generates one frame; must only be called after step_prompt() has returned 0
+        sampled can be LLAMA_TOKEN_NULL for pipelines with no discrete backbone token
+        out_stop (optional) is set on end-of-speech, the caller must then stop the loop
+        h_state_out is valid until next step_gen() or reset() call, null if no frame is generated
+        """
+
+    def mtmd_helper_gen_audio_step_prompt(self, ctx: CData, n_batch: int, /) -> int:
+        """``int32_t mtmd_helper_gen_audio_step_prompt(mtmd_helper_gen_audio * ctx, int32_t n_batch)`` (mtmd-helper.h)
+
+        processes at most n_batch prompt tokens per call
+        returns: >0 = number of prompt tokens remaining, 0 = done, <0 = error
+        """
+
+    def mtmd_helper_get_n_pos(self, chunks: CData, /) -> int:
+        """``llama_pos mtmd_helper_get_n_pos(const mtmd_input_chunks * chunks)`` (mtmd-helper.h)
+
+        helper to count the total position of tokens from a list of chunks, useful to keep track of n_past
+        normally, n_pos is equal to n_tokens, but for M-RoPE it is different
+        """
+
+    def mtmd_helper_get_n_tokens(self, chunks: CData, /) -> int:
+        """``size_t mtmd_helper_get_n_tokens(const mtmd_input_chunks * chunks)`` (mtmd-helper.h)
+
+        helper to count the total number of tokens from a list of chunks, useful to keep track of KV cache
+        """
+
+    def mtmd_helper_image_get_decoder_pos(self, image: CData, pos_0: int, out_pos: CData, /) -> None:
+        """``void mtmd_helper_image_get_decoder_pos(const mtmd_image_tokens * image, llama_pos pos_0, struct mtmd_decoder_pos * out_pos)`` (mtmd-helper.h)
+
+        helper to get the list of relative positions corresponding to the embedding tokens, to be used by M-RoPE
+        out_pos must have length == mtmd_helper_get_n_tokens(image)
+        """
+
+    def mtmd_helper_init_opt_default(self) -> mtmd_helper_init_opt:
+        """``struct mtmd_helper_init_opt mtmd_helper_init_opt_default(void)`` (mtmd-helper.h)"""
+
+    def mtmd_helper_log_set(self, log_callback: CData, user_data: CData, /) -> None:
+        """``void mtmd_helper_log_set(ggml_log_callback log_callback, void * user_data)`` (mtmd-helper.h)
+
+        Set callback for all future logging events.
+        If this is not called, or NULL is supplied, everything is output on stderr.
+        Note: this also call mtmd_log_set() internally
+        """
+
+    def mtmd_helper_model_can_chat(self, lctx: CData, mctx: CData, /) -> bool:
+        """``bool mtmd_helper_model_can_chat(const struct llama_context * lctx, const struct mtmd_context * mctx)`` (mtmd-helper.h)
+
+        return true if model can be used for chat
+        """
+
+    def mtmd_helper_support_video(self, ctx: CData, /) -> bool:
+        """``bool mtmd_helper_support_video(const mtmd_context * ctx)`` (mtmd-helper.h)
+
+        Returns true if this build includes video support (MTMD_VIDEO was ON at compile time).
+        """
+
+    def mtmd_helper_video_free(self, ctx: CData, /) -> None:
+        """``void mtmd_helper_video_free(mtmd_helper_video * ctx)`` (mtmd-helper.h)"""
+
+    def mtmd_helper_video_get_info(self, ctx: CData, /) -> mtmd_helper_video_info:
+        """``struct mtmd_helper_video_info mtmd_helper_video_get_info(const mtmd_helper_video * ctx)`` (mtmd-helper.h)"""
+
+    def mtmd_helper_video_init(self, mctx: CData, path: bytes | CData, params: mtmd_helper_video_init_params, /) -> CData:
+        """``mtmd_helper_video * mtmd_helper_video_init(const struct mtmd_context * mctx, const char * path, struct mtmd_helper_video_init_params params)`` (mtmd-helper.h)
+
+        returns NULL on failure (ffprobe not found, file unreadable, etc.)
+        """
+
+    def mtmd_helper_video_init_from_buf(self, mctx: CData, buf: CData, len: int, params: mtmd_helper_video_init_params, /) -> CData:
+        """``mtmd_helper_video * mtmd_helper_video_init_from_buf(const struct mtmd_context * mctx, const unsigned char * buf, size_t len, struct mtmd_helper_video_init_params params)`` (mtmd-helper.h)
+
+        Same as mtmd_helper_video_init(), but reads from an in-memory buffer.
+        The buffer is copied internally; the caller does not need to keep it alive.
+        Note: pipe input is not seekable, so seeking will use output-side seeking
+        (ffmpeg decodes and discards frames up to the target position).
+        """
+
+    def mtmd_helper_video_init_params_default(self) -> mtmd_helper_video_init_params:
+        """``struct mtmd_helper_video_init_params mtmd_helper_video_init_params_default(void)`` (mtmd-helper.h)"""
+
+    def mtmd_helper_video_read_next(self, ctx: CData, out_bitmap: CData, out_text: CData, /) -> int:
+        """``int32_t mtmd_helper_video_read_next(mtmd_helper_video * ctx, mtmd_bitmap ** out_bitmap, char ** out_text)`` (mtmd-helper.h)
+
+        Read the next item from the video stream; exactly one of out_bitmap or out_text is set per call.
+        *out_bitmap - heap-allocated; caller must free with mtmd_bitmap_free()
+        *out_text   - heap-allocated (always via strdup/malloc); caller must free with free()
+        returns 0 on success, -1 on EOF, -2 on error
+        """
+
+    def mtmd_image_tokens_get_decoder_pos(self, image_tokens: CData, pos_0: int, i: int, /) -> mtmd_decoder_pos:
+        """``struct mtmd_decoder_pos mtmd_image_tokens_get_decoder_pos(const mtmd_image_tokens * image_tokens, llama_pos pos_0, size_t i)`` (mtmd.h)
+
+        get position for decoder attention, to be used by M-RoPE models
+        i is the index of the embedding token, ranging from 0 to mtmd_image_tokens_get_n_tokens() - 1
+        pos_0 is the absolute position of the first token
+        return relative position (for example, embedding 0 will have position (0, 0, 0); remember to adjust it to the current absolute position)
+        """
+
+    def mtmd_image_tokens_get_id(self, image_tokens: CData, /) -> CData:
+        """``const char * mtmd_image_tokens_get_id(const mtmd_image_tokens * image_tokens)`` (mtmd.h)"""
+
+    def mtmd_image_tokens_get_n_pos(self, image_tokens: CData, /) -> int:
+        """``llama_pos mtmd_image_tokens_get_n_pos(const mtmd_image_tokens * image_tokens)`` (mtmd.h)
+
+        number of temporal positions (equals to max(t,h,w) for M-RoPE; equals to n_tokens otherwise)
+        """
+
+    def mtmd_image_tokens_get_n_tokens(self, image_tokens: CData, /) -> int:
+        """``size_t mtmd_image_tokens_get_n_tokens(const mtmd_image_tokens * image_tokens)`` (mtmd.h)
+
+        mtmd_image_tokens
+
+        the instance will be constructed via mtmd_tokenize()
+        it will be freed along with mtmd_input_chunk
+        """
+
+    def mtmd_image_tokens_get_nx(self, image_tokens: CData, /) -> int:
+        """``size_t mtmd_image_tokens_get_nx(const mtmd_image_tokens * image_tokens)`` (mtmd.h)
+
+        Deprecated: use mtmd_image_tokens_get_decoder_pos() instead.
+        """
+
+    def mtmd_image_tokens_get_ny(self, image_tokens: CData, /) -> int:
+        """``size_t mtmd_image_tokens_get_ny(const mtmd_image_tokens * image_tokens)`` (mtmd.h)
+
+        Deprecated: use mtmd_image_tokens_get_decoder_pos() instead.
+        """
+
+    def mtmd_init_from_file(self, mmproj_fname: bytes | CData, text_model: CData, ctx_params: mtmd_context_params, /) -> CData:
+        """``mtmd_context * mtmd_init_from_file(const char * mmproj_fname, const struct llama_model * text_model, const struct mtmd_context_params ctx_params)`` (mtmd.h)
+
+        initialize the mtmd context
+        return nullptr on failure
+        """
+
+    def mtmd_input_chunk_copy(self, chunk: CData, /) -> CData:
+        """``mtmd_input_chunk * mtmd_input_chunk_copy(const mtmd_input_chunk * chunk)`` (mtmd.h)
+
+        in case you want to use custom logic to handle the chunk (i.e. KV cache management)
+        you can move the chunk ownership to your own code by copying it
+        remember to free the chunk when you are done with it
+        """
+
+    def mtmd_input_chunk_free(self, chunk: CData, /) -> None:
+        """``void mtmd_input_chunk_free(mtmd_input_chunk * chunk)`` (mtmd.h)"""
+
+    def mtmd_input_chunk_get_id(self, chunk: CData, /) -> CData:
+        """``const char * mtmd_input_chunk_get_id(const mtmd_input_chunk * chunk)`` (mtmd.h)
+
+        returns nullptr for ID on text chunk
+        """
+
+    def mtmd_input_chunk_get_n_pos(self, chunk: CData, /) -> int:
+        """``llama_pos mtmd_input_chunk_get_n_pos(const mtmd_input_chunk * chunk)`` (mtmd.h)
+
+        number of temporal positions (equals to max(t,h,w) for M-RoPE; equals to n_tokens otherwise)
+        """
+
+    def mtmd_input_chunk_get_n_tokens(self, chunk: CData, /) -> int:
+        """``size_t mtmd_input_chunk_get_n_tokens(const mtmd_input_chunk * chunk)`` (mtmd.h)"""
+
+    def mtmd_input_chunk_get_placeholder(self, chunk: CData, /) -> CData:
+        """``mtmd_input_chunk * mtmd_input_chunk_get_placeholder(const mtmd_input_chunk * chunk)`` (mtmd.h)
+
+        similar to mtmd_input_chunk_copy, but returns a placeholder chunk
+        """
+
+    def mtmd_input_chunk_get_tokens_image(self, chunk: CData, /) -> CData:
+        """``const mtmd_image_tokens * mtmd_input_chunk_get_tokens_image(const mtmd_input_chunk * chunk)`` (mtmd.h)"""
+
+    def mtmd_input_chunk_get_tokens_text(self, chunk: CData, n_tokens_output: CData, /) -> CData:
+        """``const llama_token * mtmd_input_chunk_get_tokens_text(const mtmd_input_chunk * chunk, size_t * n_tokens_output)`` (mtmd.h)"""
+
+    def mtmd_input_chunk_get_type(self, chunk: CData, /) -> int:
+        """``enum mtmd_input_chunk_type mtmd_input_chunk_get_type(const mtmd_input_chunk * chunk)`` (mtmd.h)
+
+        mtmd_input_chunk
+
+        the instance will be constructed via mtmd_tokenize()
+        it will be freed along with mtmd_input_chunks
+        """
+
+    def mtmd_input_chunk_load(self, buf: bytes | CData, len: int, /) -> CData:
+        """``mtmd_input_chunk * mtmd_input_chunk_load(const char * buf, size_t len)`` (mtmd.h)
+
+        returns nullptr on failure
+        """
+
+    def mtmd_input_chunk_save(self, chunk: CData, out_buf: bytes | CData, out_len: int, expected_out_len: CData, /) -> int:
+        """``int32_t mtmd_input_chunk_save(const mtmd_input_chunk * chunk, char * out_buf, size_t out_len, size_t * expected_out_len)`` (mtmd.h)
+
+        save/load an input chunk to/from a buffer (useful for KV save/load)
+        important: only chunk's metadata will be saved, the actual image/audio data will not be saved
+        the loaded chunk will always be a placeholder, cannot be used for mtmd_encode() or mtmd_batch_encode()
+        out_buf can be nullptr (to query expected_out_len)
+        returns 0 on success, non-zero on failure
+        """
+
+    def mtmd_input_chunks_free(self, chunks: CData, /) -> None:
+        """``void mtmd_input_chunks_free(mtmd_input_chunks * chunks)`` (mtmd.h)"""
+
+    def mtmd_input_chunks_get(self, chunks: CData, idx: int, /) -> CData:
+        """``const mtmd_input_chunk * mtmd_input_chunks_get(const mtmd_input_chunks * chunks, size_t idx)`` (mtmd.h)"""
+
+    def mtmd_input_chunks_init(self) -> CData:
+        """``mtmd_input_chunks * mtmd_input_chunks_init(void)`` (mtmd.h)
+
+        mtmd_input_chunks
+
+        this is simply a list of mtmd_input_chunk
+        the elements can only be populated via mtmd_tokenize()
+        """
+
+    def mtmd_input_chunks_size(self, chunks: CData, /) -> int:
+        """``size_t mtmd_input_chunks_size(const mtmd_input_chunks * chunks)`` (mtmd.h)"""
+
+    def mtmd_log_set(self, log_callback: CData, user_data: CData, /) -> None:
+        """``void mtmd_log_set(ggml_log_callback log_callback, void * user_data)`` (mtmd.h)
+
+        Set callback for all future logging events.
+        If this is not called, or NULL is supplied, everything is output on stderr.
+        """
+
+    def mtmd_support_audio(self, ctx: CData, /) -> bool:
+        """``bool mtmd_support_audio(const mtmd_context * ctx)`` (mtmd.h)
+
+        whether the current model supports audio input
+        """
+
+    def mtmd_support_vision(self, ctx: CData, /) -> bool:
+        """``bool mtmd_support_vision(const mtmd_context * ctx)`` (mtmd.h)
+
+        whether the current model supports vision input
+        """
+
+    def mtmd_test_create_input_chunks(self) -> CData:
+        """``mtmd_input_chunks * mtmd_test_create_input_chunks(void)`` (mtmd.h)
+
+        test function, to be used in test-mtmd-c-api.c
+        """
+
+    def mtmd_tokenize(self, ctx: CData, output: CData, text: CData, bitmaps: CData, n_bitmaps: int, /) -> int:
+        """``int32_t mtmd_tokenize(const mtmd_context * ctx, mtmd_input_chunks * output, const mtmd_input_text * text, const mtmd_bitmap * const * bitmaps, size_t n_bitmaps)`` (mtmd.h)
+
+        tokenize an input text prompt and a list of bitmaps (image/audio)
+        the prompt must have the input media marker (default: "<__media__>") in it
+        the default marker is defined by mtmd_default_marker()
+        the marker will be replaced with the media chunk
+        for example:
+          "here is an image: <__media__>\\ndescribe it in detail."
+          this will gives 3 chunks:
+          1. "here is an image: <start_of_image>"
+          2. (image/audio tokens)
+          3. "<end_of_image>\\ndescribe it in detail."
+        number of bitmaps must be equal to the number of markers in the prompt
+        this function is thread-safe (shared ctx)
+        return values:
+          0 on success
+          1 on number of bitmaps not matching the number of markers
+          2 on media preprocessing error
+        """
+
+    def mtmd_tokenize_from_parts(self, ctx: CData, output: CData, parts: CData, n_parts: int, add_special: bool, /) -> int:
+        """``int32_t mtmd_tokenize_from_parts(const mtmd_context * ctx, mtmd_input_chunks * output, const mtmd_input_part * const * parts, size_t n_parts, bool add_special)`` (mtmd.h)
+
+        same as mtmd_tokenize(), but takes an array of mtmd_input_part
+        use cases:
+        - when you don't want to use media markers (they will be tokenized as normal text)
+        - when you want to control parse_special for each text part
+        note: per-part add_special will be ignored
+        return 1 if a part has both text and bitmap set (or neither)
         """

@@ -54,6 +54,10 @@ __all__ = [
     "llama_token_attr",
     "llama_token_type",
     "llama_vocab_type",
+    "mtmd_gen_audio_type",
+    "mtmd_gen_process_type",
+    "mtmd_helper_gen_audio_outtype",
+    "mtmd_input_chunk_type",
 ]
 
 
@@ -766,6 +770,40 @@ class llama_vocab_type(enum.IntEnum):
     TEST = 7
 
 
+class mtmd_gen_audio_type(enum.IntEnum):
+    """C ``enum mtmd_gen_audio_type`` (mtmd.h).
+
+    represent the pipeline type
+    """
+
+    NONE = 0
+    QWEN3TTS = 1
+    POCKETTTS = 2
+
+
+class mtmd_gen_process_type(enum.IntEnum):
+    """C ``enum mtmd_gen_process_type`` (mtmd.h)."""
+
+    GEN_CODE = 0
+    GEN_WAV = 1
+
+
+class mtmd_helper_gen_audio_outtype(enum.IntEnum):
+    """C ``enum mtmd_helper_gen_audio_outtype`` (mtmd-helper.h)."""
+
+    PCM = 0
+    WAV = 1
+
+
+class mtmd_input_chunk_type(enum.IntEnum):
+    """C ``enum mtmd_input_chunk_type`` (mtmd.h)."""
+
+    TEXT = 0
+    IMAGE = 1
+    AUDIO = 2
+    COUNT = 3
+
+
 # C enumerator names
 GGML_BACKEND_BUFFER_USAGE_ANY: Final = ggml_backend_buffer_usage.ANY
 GGML_BACKEND_BUFFER_USAGE_WEIGHTS: Final = ggml_backend_buffer_usage.WEIGHTS
@@ -1202,3 +1240,14 @@ LLAMA_VOCAB_TYPE_UGM: Final = llama_vocab_type.UGM
 LLAMA_VOCAB_TYPE_RWKV: Final = llama_vocab_type.RWKV
 LLAMA_VOCAB_TYPE_PLAMO2: Final = llama_vocab_type.PLAMO2
 LLAMA_VOCAB_TYPE_TEST: Final = llama_vocab_type.TEST
+MTMD_GEN_AUDIO_TYPE_NONE: Final = mtmd_gen_audio_type.NONE
+MTMD_GEN_AUDIO_TYPE_QWEN3TTS: Final = mtmd_gen_audio_type.QWEN3TTS
+MTMD_GEN_AUDIO_TYPE_POCKETTTS: Final = mtmd_gen_audio_type.POCKETTTS
+MTMD_GEN_PROCESS_TYPE_GEN_CODE: Final = mtmd_gen_process_type.GEN_CODE
+MTMD_GEN_PROCESS_TYPE_GEN_WAV: Final = mtmd_gen_process_type.GEN_WAV
+MTMD_HELPER_GEN_AUDIO_OUTTYPE_PCM: Final = mtmd_helper_gen_audio_outtype.PCM
+MTMD_HELPER_GEN_AUDIO_OUTTYPE_WAV: Final = mtmd_helper_gen_audio_outtype.WAV
+MTMD_INPUT_CHUNK_TYPE_TEXT: Final = mtmd_input_chunk_type.TEXT
+MTMD_INPUT_CHUNK_TYPE_IMAGE: Final = mtmd_input_chunk_type.IMAGE
+MTMD_INPUT_CHUNK_TYPE_AUDIO: Final = mtmd_input_chunk_type.AUDIO
+MTMD_INPUT_CHUNK_TYPE_COUNT: Final = mtmd_input_chunk_type.COUNT

@@ -19,10 +19,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from generator.emit import PACKAGE_NAME
+from generator.emit.probes import probe_headers
 from generator.errors import BindgenError
 from generator.ir.interface import Interface
 from generator.native.build import BuildResult, build_native, driverless_library_dirs
 from generator.smoke.devices import driver_missing_reason
+from generator.sources import mtmd_api
 from generator.sources.tree import Tree
 from generator.verify.layout_check import cffi_values, compare, ir_values
 from generator.verify.layout_probe import ProbeError, probe_runner, run_probe
@@ -137,7 +139,7 @@ def layout_gate(run: PlatformRun, host_platform: str) -> GateOutcome:
     runner = probe_runner(run.build.platform)
     work = run.logs / "layout-probe"
     try:
-        probe = run_probe(run.api, runner, [run.build.include_dir], _headers(run.build), work)
+        probe = run_probe(run.api, runner, _probe_includes(run), probe_headers(run.api), work)
     except ProbeError as exc:
         return GateOutcome("layout", FAILED, str(exc), work / "layout_probe.log")
     sources = {
@@ -173,8 +175,12 @@ def layout_gate(run: PlatformRun, host_platform: str) -> GateOutcome:
     return GateOutcome("layout", PASSED, f"{len(probe)} measurements agree ({runner.how})", log)
 
 
-def _headers(build: BuildResult) -> list[str]:
-    return ["llama.h", *(["llama_mtp.h"] if (build.include_dir / "llama_mtp.h").is_file() else [])]
+def _probe_includes(run: PlatformRun) -> list[Path]:
+    """The build's include/ (llama.h, ggml's headers, llama_mtp.h) and, when the bindings carry
+    libmtmd, the tree's folder of its headers."""
+    assert run.build is not None
+    extra = [mtmd_api.include_dir(run.tree.root)] if run.api.has_library(mtmd_api.LIBRARY) else []
+    return [run.build.include_dir, *extra]
 
 
 def smoke_gate(run: PlatformRun) -> GateOutcome:

@@ -10,6 +10,7 @@ from generator.diff.abi_type import abi_key
 from generator.diff.model import ApiDiff, Change, Detail, Side
 from generator.ir import CType, Enum, Field, Function, Interface, Record, Typedef
 from generator.ir.record import FieldLayout, RecordLayout
+from generator.sources.mtmd_api import LIBRARY as MTMD_LIBRARY
 
 T = TypeVar("T")
 WrapperScope = Literal["auto", "include", "exclude"]
@@ -354,6 +355,19 @@ def _constants(old: Interface, new: Interface) -> list[Change]:
     return changes
 
 
+def _mtmd_notes(old: Interface, new: Interface) -> list[str]:
+    """A line when one side carries libmtmd and the other does not: its declarations are then
+    all added or all removed below, and the note says why the other side lacks them."""
+    old_has, new_has = old.has_library(MTMD_LIBRARY), new.has_library(MTMD_LIBRARY)
+    if old_has == new_has:
+        return []
+    lacking = old if new_has else new
+    why = dict(lacking.absent_libraries).get(MTMD_LIBRARY, "its parse did not include them")
+    change = "added" if new_has else "removed"
+    return [f"libmtmd (mtmd.h, mtmd-helper.h) is {change}: the {'old' if new_has else 'new'} side "
+            f"lacks it ({why})"]  # fmt: skip
+
+
 def side_of(api: Interface, label: str) -> Side:
     return Side(api.source.tag, api.source.commit, api.source.digest, label)
 
@@ -378,6 +392,7 @@ def compare(
                 f"new has them: {'yes' if new_has else 'no'})"
             )
         old, new = without_wrapper(old), without_wrapper(new)
+    notes += _mtmd_notes(old, new)
     targets = tuple(t for t in new.targets if t in old.targets)
     changes = [
         *_functions(old, new),

@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import tempfile
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from generator.ir import Interface
 from generator.paths import shipped_dir
 from generator.platforms import PLATFORMS
 from generator.sources.licenses import LLAMA_LICENSE
+from generator.sources.mtmd_api import LIBRARY as MTMD_LIBRARY
 from generator.sources.tree import WRAPPER_HEADER
 from generator.templating import environment
 
@@ -44,6 +46,7 @@ LIBRARY_CLASSES = (
     ("llama", "LlamaLibrary"),
     ("ggml", "GgmlLibrary"),
     ("llama_mtp", "LlamaMtpLibrary"),
+    ("mtmd", "MtmdLibrary"),
 )
 
 # output file -> template
@@ -98,6 +101,30 @@ def mtp_api_facts(api: Interface) -> dict[str, bool]:
         "load_mtp_param": ("llama_model_params", "load_mtp") in fields,
         "nextn_count_function": any(f.name == "llama_model_n_layer_nextn" for f in api.functions),
     }
+
+
+def mtmd_facts(api: Interface) -> dict[str, Any]:
+    """Whether the bindings carry libmtmd (``sources.mtmd_api``'s rule decided that the parse
+    includes its headers) and, when they do not, why: the loader's error names it."""
+    absent = dict(api.absent_libraries).get(MTMD_LIBRARY, "")
+    has_mtmd = api.has_library(MTMD_LIBRARY)
+    if not has_mtmd and not absent:
+        absent = "these bindings were generated without libmtmd's headers"
+    return {
+        "has_mtmd": has_mtmd,
+        "mtmd_absent": _string_literal(absent),
+        "mtmd_absent_text": absent,
+        "absent_libraries": api.absent_libraries,
+    }
+
+
+def _string_literal(text: str) -> str:
+    """``text`` as a Python string literal that keeps generated lines short (in parentheses,
+    split between words)."""
+    if len(text) <= 60:
+        return json.dumps(text)
+    parts = [json.dumps(line) for line in textwrap.wrap(text, 80, drop_whitespace=False)]
+    return "(\n" + "".join(f"    {part}\n" for part in parts) + ")"
 
 
 def _python_tuple(items: tuple[str, ...] | list[str]) -> str:
@@ -168,6 +195,7 @@ def _counts(api: Interface, cdef: Cdef) -> dict[str, int]:
     """What the report and the package README count."""
     return {
         "functions": len(cdef.bound_functions),
+        "mtmd_functions": sum(1 for f in cdef.bound_functions if f.library == MTMD_LIBRARY),
         "records": sum(1 for r in cdef.bound_records if not r.opaque),
         "opaque": sum(1 for r in cdef.bound_records if r.opaque),
         "enums": len(api.enums),
@@ -226,7 +254,8 @@ def build_context(api: Interface) -> tuple[dict[str, Any], Cdef]:
         "tag": api.source.tag,
         "commit": api.source.commit,
         "digest": api.source.digest,
-        "has_wrapper": any(f.library == "llama_mtp" for f in api.functions),
+        "has_wrapper": api.has_library("llama_mtp"),
+        **mtmd_facts(api),
         **mtp_api_facts(api),
         "lib_dir_env": LIB_DIR_ENV,
         "skip_env": SKIP_ABI_CHECK_ENV,
@@ -264,6 +293,7 @@ SHIPPED = (
     "outputs.py",
     "params.py",
     "runtime/__init__.py",
+    "runtime/adapters.py",
     "runtime/context.py",
     "runtime/decoding.py",
     "runtime/generation.py",

@@ -232,5 +232,7 @@ def _build_cdef(api: Interface, opaque: dict[str, str]) -> Cdef:
         result.unsupported.append(
             Unsupported("variable", variable.name, variable.header, variable.reason)
         )
+    for enum in api.incomplete_enums:
+        result.unsupported.append(Unsupported("enum", enum.name, enum.header, enum.reason))
     result.unsupported.sort(key=lambda u: (u.kind, u.name))
     return result

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 from generator import __version__
 from generator.ir.interface import Interface
+from generator.sources import mtmd_api
+from generator.sources.tree import WRAPPER_HEADER
 from generator.templating import environment
 
 # "LLAMABND" and "LAYOUT01" as little-endian 64-bit words: every target we build is little-endian.
@@ -50,6 +52,18 @@ def probe_values(interface: Interface, triple: str) -> list[ProbeValue]:
         if triple in enum.sizes:
             values.append(ProbeValue(("enum", enum.name), f"sizeof({enum.c_name})"))
     return values
+
+
+def probe_headers(interface: Interface) -> list[str]:
+    """The headers a C probe of ``interface`` (the layout probe, the ABI identity library)
+    includes: llama.h, the wrapper's header and libmtmd's headers when the parse had them. Their
+    folders: the build's include/, and :func:`mtmd_api.include_dir` of the tree for mtmd's."""
+    headers = ["llama.h"]
+    if interface.has_library("llama_mtp"):
+        headers.append(WRAPPER_HEADER)
+    if interface.has_library(mtmd_api.LIBRARY):
+        headers.extend(h for h in mtmd_api.rule().headers if h in interface.headers)
+    return headers
 
 
 def key_text(key: tuple[str, ...]) -> str:

@@ -89,6 +89,8 @@ class SupportCheck:
                 f"an unnamed {ctype.kind} outside a record's members: a cffi cdef has no way "
                 "to name it"
             )
+        if ctype.kind == "enum" and self.api.enum(ctype.name) is None:
+            return f"uses enum {ctype.name}, which is never defined (cffi would guess its size)"
         if ctype.kind == "typedef":
             if ctype.name in self.dropped_names:
                 return f"uses {ctype.name}, which is not bound: {self.dropped_names[ctype.name]}"

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from generator.ir.ctype import CType
 
-Library = Literal["llama", "ggml", "llama_mtp"]
+Library = Literal["llama", "ggml", "llama_mtp", "mtmd"]
 
 
 @dataclass(frozen=True)

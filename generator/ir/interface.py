@@ -21,7 +21,7 @@ IR_FORMAT = 1
 @dataclass(frozen=True)
 class SkippedMacro:
     """A declaration that is not bound, with the reason: an object-like ``#define`` that is not
-    an integer constant expression, or a global variable."""
+    an integer constant expression, a global variable, or an enum never defined."""
 
     name: str
     header: str
@@ -70,6 +70,11 @@ class Interface:
     skipped_variables: tuple[SkippedMacro, ...] = ()
     # (target, clang's first errors) of each target whose parse failed: no layouts for it
     failed_targets: tuple[tuple[str, str], ...] = ()
+    # enums declared (``enum name;``) but never defined: not bound
+    incomplete_enums: tuple[SkippedMacro, ...] = ()
+    # (library, why its headers were not parsed) of each optional library the tree lacks
+    # (``mtmd``: ``sources.mtmd_api``'s rule)
+    absent_libraries: tuple[tuple[str, str], ...] = ()
     _index: dict[str, Any] = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -151,6 +156,12 @@ class Interface:
                 else {}
             ),
             **({"failed_targets": dict(self.failed_targets)} if self.failed_targets else {}),
+            **(
+                {"incomplete_enums": [e.to_json() for e in self.incomplete_enums]}
+                if self.incomplete_enums
+                else {}
+            ),
+            **({"absent_libraries": dict(self.absent_libraries)} if self.absent_libraries else {}),
         }
 
     def dumps(self) -> str:
@@ -176,6 +187,10 @@ class Interface:
                 SkippedMacro.from_json(v) for v in data.get("skipped_variables", ())
             ),
             failed_targets=tuple(sorted(data.get("failed_targets", {}).items())),
+            incomplete_enums=tuple(
+                SkippedMacro.from_json(e) for e in data.get("incomplete_enums", ())
+            ),
+            absent_libraries=tuple(sorted(data.get("absent_libraries", {}).items())),
         )
 
     @staticmethod

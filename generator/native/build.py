@@ -64,6 +64,7 @@ from generator.platforms import (
     get_platform,
     runtime_library_path,
 )
+from generator.sources import mtmd_api
 from generator.sources.licenses import licence_status, write_licenses
 from generator.sources.tree import Tree
 from generator.templating import environment
@@ -275,22 +276,26 @@ def _write_toolchain(
 
 def build_interface(tree: Tree) -> tuple[Interface, list[str]]:
     """The host parse of ``tree`` as the bindings see it (with the wrapper header when the tree
-    has the MTP API), and the headers it covers."""
+    has the MTP API, and libmtmd's headers when it has them), and the headers it covers."""
+    from generator.emit.probes import probe_headers
     from generator.parse.frontend import ClangParseError, parse_tree
     from generator.platforms import HOST_TARGET
 
     if tree.wrapper_header is not None:
         try:
-            return parse_tree(tree, (HOST_TARGET,)), ["llama.h", "llama_mtp.h"]
+            api = parse_tree(tree, (HOST_TARGET,))
+            return api, probe_headers(api)
         except ClangParseError as exc:
             progress(f"abi: llama_mtp.h does not parse against this tree; leaving it out ({exc})")
-    return parse_tree(tree, (HOST_TARGET,), with_wrapper=False), ["llama.h"]
+    api = parse_tree(tree, (HOST_TARGET,), with_wrapper=False)
+    return api, probe_headers(api)
 
 
 def host_interface(api: Interface) -> tuple[Interface, list[str]]:
     """``build_interface``'s answer from a parse already made (a bump's, for every target)."""
-    headers = ["llama.h", "llama_mtp.h"] if api.has_library("llama_mtp") else ["llama.h"]
-    return api.for_targets((api.host_target,)), headers
+    from generator.emit.probes import probe_headers
+
+    return api.for_targets((api.host_target,)), probe_headers(api)
 
 
 def abi_identity_source(api: Interface, headers: list[str]) -> str:
@@ -313,7 +318,7 @@ def _api_module_record(plan: _Plan, mtp: MtpSupport, libraries: dict[str, str]) 
     record: dict[str, Any]
     plat, platform_dir = plan.plat, plan.platform_dir
     if plan.api_reason is None:
-        stems = ["llama", "ggml", "ggml-base", "ggml-cpu"] + (
+        stems = ["llama", "ggml", "ggml-base", "ggml-cpu", mtmd_api.LIBRARY] + (
             ["llama_mtp"] if mtp.supported else []
         )
         linked = [s for s in stems if (platform_dir / "lib" / plat.library_file(s)).exists()]
@@ -518,12 +523,16 @@ def _configure_command(plan: _Plan) -> _Configure:
     options["LLAMA_MTP_LLAMA_TAG"] = tree.tag or "unknown tag"
     options["LLAMA_MTP_SINGLE_NEXTN_ARCHS"] = ",".join(single_nextn_architectures(tree.root))
     options.update(backend_cmake_options(plan.plat, plan.backend, plan.cuda_arch))
+    mtmd = plan.api.has_library(mtmd_api.LIBRARY)  # the bindings carry libmtmd: build it
+    options["LLAMA_BINDGEN_MTMD"] = "ON" if mtmd else "OFF"
     abi_path = bdir / "abi" / ABI_SOURCE
     abi_path.parent.mkdir(parents=True, exist_ok=True)
     abi_path.write_text(plan.abi_source, encoding="utf-8")
     defines = [f"-D{k}={v}" for k, v in sorted(options.items())]
     defines += [f"-DLLAMA_CPP_DIR={tree.root}", f"-DCMAKE_INSTALL_PREFIX={bdir / 'stage'}"]
     defines.append(f"-DLLAMA_BINDGEN_ABI_SOURCE={abi_path}")
+    if mtmd:  # the identity library includes mtmd's headers
+        defines.append(f"-DLLAMA_BINDGEN_ABI_INCLUDE_DIRS={mtmd_api.include_dir(tree.root)}")
     recorded = dict(options)
     compat = False
     if toolchain.cmake_toolchain == "generated":

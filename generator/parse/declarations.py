@@ -34,6 +34,11 @@ from generator.parse.clang_api import (
 from generator.parse.options import ParseOptions
 from generator.parse.types import convert
 
+# Why an enum that is declared (``enum name;``) but never defined is not bound.
+INCOMPLETE_ENUM_REASON = (
+    "incomplete enum: declared but never defined, so its values and size are unknown (cffi "
+    "would guess unsigned int)"
+)
 _RECORD_KINDS = (CursorKind.STRUCT_DECL, CursorKind.UNION_DECL)
 _SKIPPED_KINDS = frozenset((CursorKind.MACRO_INSTANTIATION, CursorKind.INCLUSION_DIRECTIVE))
 # Attributes (on a record or a member) that move members or change the size from what the
@@ -52,6 +57,7 @@ class Declarations:
     anonymous_enum_constants: dict[str, Constant] = field(default_factory=dict)
     variable_constants: dict[str, Constant] = field(default_factory=dict)  # static const ints
     skipped_variables: dict[str, tuple[str, str]] = field(default_factory=dict)  # (header, why)
+    incomplete_enums: dict[str, tuple[str, str]] = field(default_factory=dict)  # (header, why)
     headers: set[str] = field(default_factory=set)
     macros: dict[str, str] = field(default_factory=dict)  # object-like macro -> header
 
@@ -159,6 +165,7 @@ class _Collector:
         self.options = options
         self.result = Declarations()
         self._declared_records: dict[str, tuple[RecordKind, str]] = {}
+        self._declared_enums: dict[str, str] = {}  # ``enum name;`` -> header
         self._converted: dict[bytes, CType] = {}
 
     def convert(self, ctype: Type) -> CType:
@@ -296,7 +303,10 @@ class _Collector:
                     member.name, member.value, header
                 )
             return
-        if not cursor.is_definition() or cursor.spelling in self.result.enums:
+        if not cursor.is_definition():
+            self._declared_enums.setdefault(cursor.spelling, header)
+            return
+        if cursor.spelling in self.result.enums:
             return
         spelled: str = cursor.type.get_canonical().spelling
         self.result.enums[cursor.spelling] = Enum(
@@ -331,6 +341,9 @@ class _Collector:
         for name, (kind, header) in self._declared_records.items():
             if name not in self.result.records:
                 self.result.records[name] = Record(kind, name, header, opaque=True)
+        for name, header in sorted(self._declared_enums.items()):
+            if name not in self.result.enums:
+                self.result.incomplete_enums[name] = (header, INCOMPLETE_ENUM_REASON)
         return self.result
 
 

@@ -219,6 +219,11 @@ def _interface(
             for name, (header, why) in sorted(found.skipped_variables.items())
         ),
         failed_targets=tuple(sorted(failed.items())),
+        incomplete_enums=tuple(
+            SkippedMacro(name, header, why)
+            for name, (header, why) in sorted(found.incomplete_enums.items())
+        ),
+        absent_libraries=options.absent_libraries(),
     )
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from generator.ir.function import Library
 from generator.platforms import DEFAULT_TARGETS, HOST_TARGET
+from generator.sources import mtmd_api
 
 ENTRY_NAME = "llama_bindgen_entry.c"
 
@@ -21,11 +22,14 @@ def freestanding_dir() -> Path:
 
 @dataclass(frozen=True)
 class ParseOptions:
-    """One tree, optionally the MTP wrapper header, and the triples to compute layouts for."""
+    """One tree, optionally the MTP wrapper header, and the triples to compute layouts for.
+    ``with_mtmd``: parse libmtmd's headers too when the tree has them (``sources.mtmd_api``'s
+    rule; when it does not hold, :meth:`absent_libraries` says why)."""
 
     tree: Path
     wrapper_header: Path | None = None
     targets: tuple[str, ...] = DEFAULT_TARGETS
+    with_mtmd: bool = True
 
     @property
     def llama_include(self) -> Path:
@@ -54,13 +58,30 @@ class ParseOptions:
         ]
         if self.wrapper_header is not None:
             args.append(f"-I{self.wrapper_header.parent}")
+        if self.mtmd_headers:
+            args.append(f"-I{self.mtmd_headers[0].parent}")
         return args
 
     def entry_text(self) -> str:
         lines = ['#include "llama.h"']
         if self.wrapper_header is not None:
             lines.append(f'#include "{self.wrapper_header.name}"')
+        lines.extend(f'#include "{header.name}"' for header in self.mtmd_headers)
         return "\n".join(lines) + "\n"
+
+    @functools.cached_property
+    def _mtmd(self) -> tuple[tuple[Path, ...], str | None]:
+        return mtmd_api.headers(self.tree) if self.with_mtmd else ((), None)
+
+    @property
+    def mtmd_headers(self) -> tuple[Path, ...]:
+        """libmtmd's headers the parse includes (none when the rule does not hold)."""
+        return self._mtmd[0]
+
+    def absent_libraries(self) -> tuple[tuple[str, str], ...]:
+        """(library, why its headers are not parsed) for mtmd when the tree fails the rule."""
+        reason = self._mtmd[1]
+        return () if reason is None else ((mtmd_api.LIBRARY, reason),)
 
     def library_of(self, header: str) -> Library | None:
         """Which library a declaration in file ``header`` (as clang names it) belongs to;
@@ -68,23 +89,26 @@ class ParseOptions:
         return _library_of(header, *self._library_folders)
 
     @functools.cached_property
-    def _library_folders(self) -> tuple[str | None, str, str]:
-        """The wrapper header, llama's and ggml's include folders, resolved."""
+    def _library_folders(self) -> tuple[str | None, str, str, tuple[str, ...]]:
+        """The wrapper header, llama's and ggml's include folders, the mtmd headers, resolved."""
         wrapper = self.wrapper_header
         return (
             _resolved(str(wrapper)) if wrapper is not None else None,
             _resolved(str(self.llama_include)),
             _resolved(str(self.ggml_include)),
+            tuple(_resolved(str(h)) for h in self.mtmd_headers),
         )
 
 
 @functools.lru_cache(maxsize=4096)
 def _library_of(
-    header: str, wrapper: str | None, llama_include: str, ggml_include: str
+    header: str, wrapper: str | None, llama_include: str, ggml_include: str, mtmd: tuple[str, ...]
 ) -> Library | None:
     resolved = _resolved(header)
     if wrapper is not None and resolved == wrapper:
         return "llama_mtp"
+    if resolved in mtmd:
+        return "mtmd"
     folder = os.path.dirname(resolved)
     if folder == llama_include:
         return "llama"

@@ -39,8 +39,11 @@ _BUILTINS: dict[TypeKind, str] = {
 
 def _sized_unlike_int(ctype: Type) -> bool:
     """Whether an enum's size differs from the one cffi gives it from its values alone
-    (``cffi_enum_size``): a fixed underlying type or a packed enum."""
-    declaration = ctype.get_declaration()
+    (``cffi_enum_size``): a fixed underlying type or a packed enum. An enum never defined
+    (``enum name;``) has no size: it stays the enum, which emit lists as not bound."""
+    declaration = ctype.get_declaration().get_definition()
+    if declaration is None:
+        return False
     integer = enum_integer_type(declaration)
     values = [
         enum_constant_value(c, integer)

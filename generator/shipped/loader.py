@@ -1,4 +1,4 @@
-"""Open libllama, ggml and the optional llama_mtp wrapper.
+"""Open libllama, ggml, the optional llama_mtp wrapper and the optional libmtmd.
 
 Where the libraries are looked for, first match wins: the ``lib_dir`` argument, then the
 folder the environment variable ``LIB_DIR_ENV`` names, then a ``lib/`` folder inside this
@@ -12,6 +12,11 @@ third to two thirds of ABI mode's), else through cffi's ABI mode. The environmen
 is required) or ``abi``. Either way the libraries are opened and checked through the bindings'
 ``ffi``, whose declarations come pre-parsed (``_ffi.py``), so loading parses no C. The three
 names are in ``_about.py``.
+
+libmtmd (llama.cpp's multimodal library) is optional: when these bindings carry it
+(``_about.MTMD_API``) and the library folder has it, ``Libraries.mtmd`` is the opened library;
+otherwise it is an :class:`UnavailableLibrary`, false in a boolean test, whose functions raise
+:class:`LibraryUnavailableError` saying why. Its absence never stops the other libraries loading.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from ._about import API_MODULE, CFFI_MODE_ENV, LIBRARY_FILE_NAMES
+from ._about import API_MODULE, CFFI_MODE_ENV, LIBRARY_FILE_NAMES, MTMD_ABSENT, MTMD_API
 from ._about import LIB_DIR_ENV as LIB_DIR_ENV
 from ._ffi import CDEF_IDENTITY, SYMBOL_ERRORS, ffi
 from .abi_guard import ABI_STEM, check_build_files, check_libraries
@@ -31,9 +36,9 @@ from .abi_guard import ABI_STEM, check_build_files, check_libraries
 # ``TYPE_CHECKING`` as true), so it is not imported at run time.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, NoReturn
 
-    from .api import GgmlLibrary, LlamaLibrary, LlamaMtpLibrary
+    from .api import GgmlLibrary, LlamaLibrary, LlamaMtpLibrary, MtmdLibrary
 
 CFFI_MODES = ("auto", "api", "abi")
 API_IDENTITY_FUNCTION = "llama_bindgen_api_identity"
@@ -41,10 +46,56 @@ API_IDENTITY_FUNCTION = "llama_bindgen_api_identity"
 GGML_STEMS = ("ggml-base", "ggml-cpu", "ggml")
 LLAMA_STEM = "llama"
 MTP_STEM = "llama_mtp"
+MTMD_STEM = "mtmd"
 
 
 class LibraryNotFoundError(OSError):
     """A required shared library is not in the library folder."""
+
+
+class LibraryUnavailableError(LibraryNotFoundError):
+    """A function of an optional library (libmtmd) was used, but the library is not available:
+    these bindings were generated without it, or the library folder does not have it.
+    ``library`` names it and ``reason`` says why."""
+
+    def __init__(self, message: str, library: str, reason: str) -> None:
+        super().__init__(message)
+        self.library = library
+        self.reason = reason
+
+
+class UnavailableLibrary:
+    """Stands in for an optional library that is not available: false in a boolean test; any
+    function looked up on it raises :class:`LibraryUnavailableError`."""
+
+    __slots__ = ("library", "reason")
+    library: str
+    reason: str
+
+    def __init__(self, library: str, reason: str) -> None:
+        object.__setattr__(self, "library", library)
+        object.__setattr__(self, "reason", reason)
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __getattr__(self, name: str) -> NoReturn:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise LibraryUnavailableError(
+            f"{name}: {self.library} is not available: {self.reason}", self.library, self.reason
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, UnavailableLibrary):
+            return NotImplemented
+        return (self.library, self.reason) == (other.library, other.reason)
+
+    def __hash__(self) -> int:
+        return hash((self.library, self.reason))
+
+    def __repr__(self) -> str:
+        return f"UnavailableLibrary({self.library!r}, {self.reason!r})"
 
 
 class ApiModuleError(ImportError):
@@ -97,16 +148,18 @@ class _FirstOf:
 
 
 class Libraries:
-    """The opened libraries. ``llama_mtp`` is ``None`` when the wrapper is not present.
+    """The opened libraries. ``llama_mtp`` is ``None`` when the wrapper is not present; ``mtmd``
+    is an :class:`UnavailableLibrary` (false) when libmtmd is not.
 
     Read-only, compared and hashed by its fields (as a frozen dataclass, without importing
     ``dataclasses``, which would cost more than the rest of the package's import)."""
 
-    __slots__ = ("ffi", "ggml", "lib_dir", "llama", "llama_mtp", "mode")
+    __slots__ = ("ffi", "ggml", "lib_dir", "llama", "llama_mtp", "mode", "mtmd")
     ffi: Any
     llama: LlamaLibrary
     ggml: GgmlLibrary
     llama_mtp: LlamaMtpLibrary | None
+    mtmd: MtmdLibrary | UnavailableLibrary
     lib_dir: Path
     mode: str  # "abi", or "api": calls go through the compiled module; its ``ffi`` is ``ffi``
 
@@ -118,9 +171,12 @@ class Libraries:
         llama_mtp: LlamaMtpLibrary | None,
         lib_dir: Path,
         mode: str = "abi",
+        mtmd: MtmdLibrary | UnavailableLibrary | None = None,
     ) -> None:
         values = {"ffi": ffi, "llama": llama, "ggml": ggml, "llama_mtp": llama_mtp}
         values.update(lib_dir=lib_dir, mode=mode)
+        absent = UnavailableLibrary(MTMD_STEM, MTMD_ABSENT or "not opened")
+        values["mtmd"] = mtmd if mtmd is not None else absent
         for name, value in values.items():
             object.__setattr__(self, name, value)
 
@@ -148,6 +204,17 @@ class Libraries:
 
 def _open(path: Path) -> Any:
     return ffi.dlopen(str(path))
+
+
+def _mtmd_path(folder: Path) -> tuple[Path | None, str]:
+    """libmtmd's file in ``folder`` when these bindings carry it and it is there; else why not."""
+    if not MTMD_API:
+        return None, MTMD_ABSENT
+    path = find_library(folder, MTMD_STEM)
+    if path is None:
+        names = " or ".join(file_names(MTMD_STEM))
+        return None, f"{names} not found in {folder} (libmtmd is not built or not installed there)"
+    return path, ""
 
 
 def find_api_module(lib_dir: Path) -> Path | None:
@@ -231,9 +298,10 @@ def load(
         ggml_paths.append(path)
     llama_path = ggml_paths.pop()
     mtp_path = find_library(folder, MTP_STEM)
+    mtmd_path, mtmd_reason = _mtmd_path(folder)
     if check_abi:
         # every file tied to the build record before any of them is loaded (and runs code)
-        optional = [find_library(folder, ABI_STEM), mtp_path]
+        optional = [find_library(folder, ABI_STEM), mtp_path, mtmd_path]
         if chosen != "abi":
             optional.append(find_api_module(folder))
         sealed = check_build_files(
@@ -242,12 +310,16 @@ def load(
     ggml_libraries = [_open(path) for path in ggml_paths]
     llama = _open(llama_path)
     mtp = _open(mtp_path) if mtp_path is not None else None
+    mtmd = _open(mtmd_path) if mtmd_path is not None else None
     ggml: Any = _FirstOf(ggml_libraries[::-1])
     if check_abi:
         exporters: dict[str, Any] = {"llama": llama, "ggml": ggml}
         if mtp is not None:
             exporters["llama_mtp"] = mtp
+        if mtmd is not None:
+            exporters[MTMD_STEM] = mtmd
         check_libraries(folder, find_library, exporters, sealed)
+    absent = UnavailableLibrary(MTMD_STEM, mtmd_reason)
     api = _api_module(folder, chosen)
     if api is not None:
         return Libraries(
@@ -257,6 +329,7 @@ def load(
             llama_mtp=api.lib if mtp is not None else None,
             lib_dir=folder,
             mode="api",
+            mtmd=api.lib if mtmd is not None else absent,
         )
     return Libraries(
         ffi=ffi,
@@ -264,4 +337,5 @@ def load(
         ggml=ggml,
         llama_mtp=mtp,
         lib_dir=folder,
+        mtmd=mtmd if mtmd is not None else absent,
     )

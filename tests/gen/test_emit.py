@@ -19,6 +19,7 @@ from generator.parse.frontend import (
     parse_interface,
     tree_source,
 )
+from generator.sources import mtmd_api
 from generator.sources.licenses import llama_license
 from tests.gen.conftest import FAKE_WRAPPER
 from tests.repo import REPO_ROOT, folder_files
@@ -29,6 +30,10 @@ def _copy_headers(tree: Path, dest: Path) -> Path:
     shutil.copytree(tree / "include", dest / "include")
     shutil.copytree(tree / "ggml" / "include", dest / "ggml" / "include")
     shutil.copy2(tree / ".llama-bindgen-tree.json", dest / ".llama-bindgen-tree.json")
+    mtmd = mtmd_api.rule()  # libmtmd's headers and the CMake list that names them
+    (dest / mtmd.folder).mkdir(parents=True)
+    for name in (*mtmd.headers, "CMakeLists.txt"):
+        shutil.copy2(tree / mtmd.folder / name, dest / mtmd.folder / name)
     return dest
 
 

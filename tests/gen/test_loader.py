@@ -85,6 +85,45 @@ def test_environment_variable_and_wrapper(package: Path, lib_dir: Path, tmp_path
     assert result.stdout.strip() == str(with_mtp)
 
 
+def test_mtmd_is_optional_and_says_why_when_absent(
+    package: Path, lib_dir: Path, tmp_path: Path
+) -> None:
+    """Without libmtmd the other libraries load; ``libs.mtmd`` is false and a function looked up
+    on it raises the typed error naming the file it looked for. With it, mtmd's calls work."""
+    absent = _run(
+        package,
+        f"""
+        import llama_bindings
+        libs = llama_bindings.load({str(lib_dir)!r}, check_abi=False)
+        print(bool(libs.mtmd), libs.llama.llama_n_rs_seq(libs.ffi.NULL))
+        try:
+            libs.mtmd.mtmd_default_marker()
+        except llama_bindings.LibraryUnavailableError as exc:
+            print(exc.library, isinstance(exc, llama_bindings.LibraryNotFoundError))
+            print(exc)
+        """,
+    )
+    assert absent.returncode == 0, absent.stderr
+    lines = absent.stdout.splitlines()
+    assert lines[:2] == ["False 7", "mtmd True"]
+    assert "mtmd_default_marker: mtmd is not available" in lines[2] and "libmtmd.so" in lines[2]
+    with_mtmd = tmp_path / "with_mtmd"
+    shutil.copytree(lib_dir, with_mtmd)
+    _shared_library(
+        with_mtmd, "libmtmd.so", 'const char *mtmd_default_marker(void) { return "<m>"; }'
+    )
+    present = _run(
+        package,
+        f"""
+        import llama_bindings
+        libs = llama_bindings.load({str(with_mtmd)!r}, check_abi=False)
+        print(bool(libs.mtmd), libs.ffi.string(libs.mtmd.mtmd_default_marker()).decode())
+        """,
+    )
+    assert present.returncode == 0, present.stderr
+    assert present.stdout.split() == ["True", "<m>"]
+
+
 def test_package_lib_folder_is_the_fallback(package: Path) -> None:
     result = _run(
         package,
@@ -144,5 +183,6 @@ def test_libraries_is_read_only_and_compared_by_its_fields(package: Path) -> Non
     assert lines[0].split() == ["True", "True", "False", "abi", "2", "3"]
     assert lines[1:3] == ["read-only", "read-only"]
     assert lines[3] == (
-        "Libraries(ffi=1, ggml=3, lib_dir=PosixPath('lib'), llama=2, llama_mtp=None, mode='abi')"
+        "Libraries(ffi=1, ggml=3, lib_dir=PosixPath('lib'), llama=2, llama_mtp=None, mode='abi', "
+        "mtmd=UnavailableLibrary('mtmd', 'not opened'))"
     )

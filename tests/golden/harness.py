@@ -81,7 +81,9 @@ def render(stem: str, work: Path) -> dict[str, str]:
     (work / "ggml" / "include").mkdir(parents=True)
     (include / header.name).write_text(header.read_text(encoding="utf-8"), encoding="utf-8")
     (include / "llama.h").write_text(f'#include "{header.name}"\n', encoding="utf-8")
-    api = parse_interface(ParseOptions(tree=work, wrapper_header=None, targets=TARGETS), SOURCE)
+    # no libmtmd: a golden header stands in for llama.h alone
+    options = ParseOptions(tree=work, wrapper_header=None, targets=TARGETS, with_mtmd=False)
+    api = parse_interface(options, SOURCE)
     rendered, _ = render_files(api)
     return {name: normalise(rendered[name]) for name in FILES}
 

@@ -1,5 +1,6 @@
 """Which functions each built library must export: from the generated bindings' ABI manifest, or,
-until the bindings exist, what the installed llama.h and llama_mtp.h declare (read by libclang)."""
+until the bindings exist, what the installed llama.h, llama_mtp.h and libmtmd's headers declare
+(read by libclang)."""
 
 from __future__ import annotations
 
@@ -27,22 +28,21 @@ def expected_functions(
     if path.is_file():
         data = json.loads(path.read_text(encoding="utf-8"))
         for fn in data["functions"]:
-            # llama.h and the wrapper (see generator/verify/symbols_gate.py for ggml)
+            # llama.h, the wrapper, libmtmd (see generator/verify/symbols_gate.py for ggml)
             if fn["library"] in STRICT_LIBRARIES and fn.get("bound", True):
                 by_library.setdefault(fn["library"], set()).add(fn["name"])
         return by_library, str(MANIFEST) if manifest is None else str(path)
     headers = ["llama.h"] + (["llama_mtp.h"] if build.mtp.supported else [])
+    libraries = {"llama.h": "llama", "llama_mtp.h": "llama_mtp"}
+    if (build.include_dir / "mtmd.h").is_file():  # installed when the build made libmtmd
+        headers += ["mtmd.h", "mtmd-helper.h"]
+        libraries.update({"mtmd.h": "mtmd", "mtmd-helper.h": "mtmd"})
     for header in headers:
         decls = read_declarations(build.include_dir / header, [build.include_dir], scratch)
         for name, source in decls.functions.items():
-            # Only what llama.h and llama_mtp.h themselves declare: the ggml headers they include
-            # declare a few functions no library defines (ggml_threadpool_get_n_threads in
-            # b11312), which the bindings generator decides about, not this test.
-            if source == "llama_mtp.h":
-                library = "llama_mtp"
-            elif source == "llama.h":
-                library = "llama"
-            else:
-                continue
-            by_library.setdefault(library, set()).add(name)
+            # Only what these headers themselves declare: the ggml headers they include declare
+            # a few functions no library defines (ggml_threadpool_get_n_threads in b11312),
+            # which the bindings generator decides about, not this test.
+            if source in libraries:
+                by_library.setdefault(libraries[source], set()).add(name)
     return by_library, "headers " + ", ".join(headers)

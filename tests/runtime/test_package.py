@@ -19,6 +19,7 @@ PUBLIC = (
     "ChatOptions",
     "ChatTemplateError",
     "Context",
+    "ControlVectorData",
     "FLASH_ATTN_CHOICES",
     "FinishReason",
     "GGML_LOG_LEVEL_CONT",
@@ -42,6 +43,7 @@ PUBLIC = (
     "LlamaRuntimeError",
     "LlamaStateError",
     "LlamaUnsupportedError",
+    "LoraAdapter",
     "MTP_API",
     "MTP_DRAFT_CONTEXT",
     "MTP_STRATEGY_TYPES",
@@ -91,6 +93,7 @@ LAZY = {
     "decoding": ("generate_plain", "generate_mtp", "running"),
 }
 MODULES = (
+    "adapters",
     "context",
     "decoding",
     "generation",

@@ -9,10 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from generator.emit.probes import probe_headers
 from generator.ir.interface import Interface, Source
 from generator.parse.frontend import parse_interface
 from generator.parse.options import ParseOptions
 from generator.platforms import get_platform
+from generator.sources import mtmd_api
 from generator.verify.layout_check import compare, ir_values
 from generator.verify.layout_probe import (
     MAGIC,
@@ -41,7 +43,7 @@ def interface(tree_b11312: Path) -> Interface:
 
 
 def includes(tree: Path) -> list[Path]:
-    return [tree / "include", tree / "ggml" / "include"]
+    return [tree / "include", tree / "ggml" / "include", mtmd_api.include_dir(tree)]
 
 
 @pytest.mark.parametrize("platform", PLATFORMS)
@@ -51,7 +53,7 @@ def test_probe_agrees_with_clang(
     runner = probe_runner(platform)
     # every platform run here runs its probe program (natively, qemu, wine)
     assert (runner.run_prefix is None) == (platform in READ_NOT_RUN), runner.how
-    probe = run_probe(interface, runner, includes(tree_b11312), ["llama.h"], tmp_path)
+    probe = run_probe(interface, runner, includes(tree_b11312), probe_headers(interface), tmp_path)
     clang = ir_values(interface, runner.triple)
     problems = compare({f"probe ({runner.how})": probe, f"clang {runner.triple}": clang})
     assert not problems, "\n".join(p.describe() for p in problems)
@@ -59,6 +61,9 @@ def test_probe_agrees_with_clang(
     assert ("offset", "llama_context_params", "n_rs_seq") in probe
     assert ("offset", "llama_context_params", "ctx_type") in probe
     assert len(probe) > 300
+    # libmtmd's structs too (mtmd.h, mtmd-helper.h), from the tree's tools/mtmd
+    assert ("offset", "mtmd_context_params", "media_marker") in probe
+    assert ("size", "mtmd_helper_init_opt") in probe
 
 
 def test_inserted_field_is_caught(interface: Interface, tree_b11312: Path, tmp_path: Path) -> None:
@@ -74,7 +79,11 @@ def test_inserted_field_is_caught(interface: Interface, tree_b11312: Path, tmp_p
     )
     runner = probe_runner("linux-x86_64")
     probe = run_probe(
-        interface, runner, [shadow, tree_b11312 / "ggml" / "include"], ["llama.h"], tmp_path / "w"
+        interface,
+        runner,
+        [shadow, *includes(tree_b11312)[1:]],
+        probe_headers(interface),
+        tmp_path / "w",
     )
     problems = compare({"probe": probe, "clang": ir_values(interface, runner.triple)})
     named = {p.key for p in problems}

@@ -28,6 +28,7 @@ from ..params import (
     set_field,
     tensor_split_array,
 )
+from .adapters import LoraAdapter
 from .llama_log import LLAMA_LOG
 from .results import LLAMA_CPP_TAG, ChatMessages, ChatTemplateError, role_content
 
@@ -72,8 +73,9 @@ class Model:
     logged, whatever the log's routing.
 
     Lifetimes: closing a model (``close()``, leaving its ``with`` block, or its collection)
-    first closes every :class:`Context` on it and every context that uses it as a draft model;
-    after that, every method and property of those objects raises :class:`LlamaClosedError`.
+    first closes every :class:`Context` on it, every context that uses it as a draft model and
+    every :class:`LoraAdapter` loaded for it (:meth:`load_lora`); after that, every method and
+    property of those objects raises :class:`LlamaClosedError`.
     The arrays given to llama.cpp (``kv_overrides``, ``tensor_split``) live as long as the model.
     """
 
@@ -191,6 +193,14 @@ class Model:
                 f"the model was loaded with vocab_only=True: it has no weights, so {what} is not "
                 "available (tokenize, detokenize and the metadata are)"
             )
+
+    def load_lora(self, path: str | os.PathLike[str]) -> LoraAdapter:
+        """Load the LoRA adapter GGUF at ``path`` for this model (``llama_adapter_lora_init``);
+        set it on a context with :meth:`Context.set_loras`. A file llama.cpp refuses (another
+        architecture, a tensor the model lacks or of another shape) raises
+        :class:`LlamaLoadError` with llama.cpp's reason; a release without the adapter API
+        raises :class:`LlamaUnsupportedError`. The adapter is freed before the model."""
+        return LoraAdapter(self, path)
 
     @property
     def handle(self) -> Any:

@@ -74,6 +74,8 @@ from ..params import enum_name as enum_name
 from ..params import ggml_type as ggml_type
 from ..params import requested_settings as requested_settings
 from ..params import set_field as set_field
+from .adapters import ControlVectorData as ControlVectorData
+from .adapters import LoraAdapter as LoraAdapter
 from .context import LOGGER as LOGGER
 from .context import Context as Context
 from .llama_log import LLAMA_LOGGER as LLAMA_LOGGER

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Mapping, Sequence
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Unpack, cast
 
 from .._about import LLAMA_CPP_COMMIT, LLAMA_CPP_RELEASE, MTP_API
@@ -25,6 +26,13 @@ from ..params import (
     ggml_type,
     requested_settings,
     set_field,
+)
+from .adapters import (
+    ContextAdapters,
+    ControlVectorData,
+    LoraAdapter,
+    control_vector_layers,
+    read_control_vector,
 )
 from .llama_log import LLAMA_LOG
 from .model import Model
@@ -247,6 +255,88 @@ class Context:
     @property
     def n_ctx(self) -> int:
         return int(self.llama.llama_n_ctx(self.handle))
+
+    # ---- LoRA adapters and control vectors (see .adapters) ----------------------------------
+
+    @cached_property
+    def _adapters(self) -> ContextAdapters:
+        """What the context has set (made at the first use)."""
+        return ContextAdapters(self.model, self._native, self._session, self._sidecar)
+
+    @property
+    def loras(self) -> dict[LoraAdapter, float]:
+        """The LoRA adapters set on the context, with their scales."""
+        self.handle  # noqa: B018  (a closed context raises)
+        return dict(self._adapters.loras)
+
+    def set_loras(self, loras: Mapping[LoraAdapter, float]) -> None:
+        """Set exactly these LoRA adapters (:meth:`Model.load_lora`, of this context's model)
+        with their scales (``{}``: none), for the generations that follow
+        (``llama_set_adapters_lora``; llama.cpp scales an adapter's product by ``scale * alpha
+        / rank``, by ``scale`` alone without ``adapter.lora.alpha``). A change forgets what
+        the context holds, so prefix reuse never keeps a prefix computed under other adapters
+        or scales; setting what is set already changes nothing.
+
+        With draft-mtp the adapters are set on the sidecar's MTP context too (it runs on the
+        same model's weights); a draft model's context (draft-simple) runs without them, and
+        the n-gram strategies have no context: drafts may then be accepted less often, output
+        stays the target's, which verifies every draft with the adapters. Not while a stream of
+        the context is open."""
+        self.handle  # noqa: B018  (a closed context raises)
+        if self._busy:
+            raise LlamaRuntimeError("the context is generating (a stream is open)")
+        self._adapters.set_loras(loras, self.model)
+
+    def set_control_vector(
+        self,
+        vector: ControlVectorData,
+        *,
+        layer_start: int | None = None,
+        layer_end: int | None = None,
+        scale: float = 1.0,
+    ) -> None:
+        """Add a control vector to the output of layers ``layer_start`` .. ``layer_end``
+        (inclusive; default 1 and the last layer) of the target (``llama_set_adapter_cvec``).
+        ``vector``: a GGUF control-vector file (tensors ``direction.<layer>``, as llama.cpp's
+        tools read them), ``n_embd`` floats per layer from layer 1 in one flat sequence or one
+        row per layer, or ``{layer: floats}``; layers 1 .. ``n_layer - 1`` (none for layer
+        0), those not given are zero. Each value is multiplied by ``scale``. It replaces the
+        one set before; a change forgets what the context holds (as :meth:`set_loras`).
+        The speculative sidecar's context runs without it (the target verifies every draft)."""
+        self.handle  # noqa: B018  (a closed context raises)
+        adapters = self._adapters
+        last = adapters.n_layer - 1
+        start = 1 if layer_start is None else layer_start
+        end = last if layer_end is None else layer_end
+        for name, value in (("layer_start", start), ("layer_end", end)):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"{name} must be an int, not {value!r}")
+        if not 1 <= start <= end <= last:
+            raise ValueError(
+                f"layer_start {start} .. layer_end {end}: a range within 1 .. {last} is needed "
+                f"(the model has {adapters.n_layer} layers, none with a control vector at 0)"
+            )
+        if isinstance(scale, bool) or not isinstance(scale, int | float):
+            raise TypeError(f"scale must be a number, not {scale!r}")
+        if isinstance(vector, str | os.PathLike):
+            layers = read_control_vector(vector, adapters.n_embd)
+        else:
+            layers = control_vector_layers(vector, adapters.n_embd, adapters.n_layer)
+        layers = control_vector_layers(
+            {k: [x * scale for x in v] for k, v in layers.items()},
+            adapters.n_embd,
+            adapters.n_layer,
+        )
+        if self._busy:
+            raise LlamaRuntimeError("the context is generating (a stream is open)")
+        adapters.set_control_vector(layers, start, end)
+
+    def clear_control_vector(self) -> None:
+        """Remove the control vector (nothing to do when none is set)."""
+        self.handle  # noqa: B018  (a closed context raises)
+        if self._busy:
+            raise LlamaRuntimeError("the context is generating (a stream is open)")
+        self._adapters.clear_control_vector()
 
     def save_state(self, seq: int | None = None) -> bytes:
         """The context's state as a versioned container (:mod:`.state`): the tokens its memory

@@ -68,3 +68,8 @@ class LlamaMtpLibrary:
     """Functions of the ``llama_mtp`` library."""
 
     pass
+
+class MtmdLibrary:
+    """Functions of the ``mtmd`` library."""
+
+    pass
