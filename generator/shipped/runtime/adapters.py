@@ -190,7 +190,7 @@ def check_loras(model: Model, loras: object) -> dict[LoraAdapter, float]:
     """``{adapter: scale}`` checked: adapters of ``model``, open, finite scales."""
     if not isinstance(loras, Mapping):
         raise TypeError(
-            f"loras must be a mapping {{LoraAdapter: scale}}, not {type(loras).__name__}"
+            "loras must be a mapping of LoraAdapter to scale, not " + type(loras).__name__
         )
     checked: dict[LoraAdapter, float] = {}
     for adapter, scale in loras.items():
@@ -270,7 +270,7 @@ def control_vector_layers(data: object, n_embd: int, n_layer: int) -> dict[int, 
     else:
         raise TypeError(
             "the control vector must be a GGUF file path, a sequence of floats (n_embd per "
-            f"layer, layer 1 first), one row per layer, or {{layer: floats}}; not "
+            "layer, layer 1 first), one row per layer, or a mapping of layer to floats; not "
             f"{type(data).__name__}"
         )
     outside = sorted(layer for layer in layers if not 1 <= layer < n_layer)
