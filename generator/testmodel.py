@@ -228,10 +228,7 @@ def _write(
     _add_tokenizer(writer, tokenizer, sizes.vocab)
     tensors = _TensorAdder(writer, seed, sizes.weight_type)
 
-    embeddings = tensors.random("token_embd.weight", (sizes.vocab, sizes.embd), scale=1.0)
-    embeddings *= np.float32(np.sqrt(sizes.embd)) / np.linalg.norm(
-        embeddings, axis=1, keepdims=True
-    )
+    embeddings = token_embeddings(sizes, seed)
     trunk_head = np.roll(embeddings, 1, axis=0)  # row j is e[j - 1]: the trunk predicts tok + 1
     if kind == "draft":  # disagreeing tokens read as the next one: the draft predicts tok + 2
         tensors.values(
@@ -382,6 +379,17 @@ def _add_nextn(
         tensors.values(f"{blk}.nextn.embed_tokens.weight", mtp_embeddings)
 
 
+def token_embeddings(sizes: ModelSizes, seed: int = 0) -> FloatArray:
+    """The trunk's token embeddings ``e[t]`` (one row per token, of length ``sqrt(embd)``) for
+    ``sizes`` and ``seed``, in f32: what ``token_embd.weight`` holds before the weight type is
+    applied (for ``draft``, before its disagreeing rows are replaced)."""
+    embeddings = _random(seed, "token_embd.weight", (sizes.vocab, sizes.embd), 1.0)
+    embeddings *= np.float32(np.sqrt(sizes.embd)) / np.linalg.norm(
+        embeddings, axis=1, keepdims=True
+    )
+    return embeddings
+
+
 def disagreeing_tokens(vocab: int, disagree_every: int) -> list[int]:
     """Tokens for which the ``partial`` MTP head predicts ``t + 2`` (mod vocab), not ``t + 1``."""
     return list(range(0, vocab, disagree_every))
@@ -400,6 +408,12 @@ def _small_scale(fan_in: int) -> float:
     return _SMALL_WEIGHT_SCALE / float(np.sqrt(fan_in))
 
 
+def _random(seed: int, name: str, shape: tuple[int, ...], scale: float) -> FloatArray:
+    """Normal values with standard deviation ``scale``, seeded by (seed, name)."""
+    rng = np.random.default_rng([seed, zlib.crc32(name.encode())])
+    return rng.standard_normal(shape, dtype=np.float32) * np.float32(scale)
+
+
 class _TensorAdder:
     """Adds tensors with deterministic values to a writer, in the chosen weight type.
 
@@ -414,8 +428,7 @@ class _TensorAdder:
 
     def random(self, name: str, shape: tuple[int, ...], scale: float) -> FloatArray:
         """Normal values with standard deviation ``scale``, seeded by (seed, name)."""
-        rng = np.random.default_rng([self.seed, zlib.crc32(name.encode())])
-        return rng.standard_normal(shape, dtype=np.float32) * np.float32(scale)
+        return _random(self.seed, name, shape, scale)
 
     def small(self, name: str, rows: int, cols: int) -> None:
         self.values(name, self.random(name, (rows, cols), _small_scale(cols)))
