@@ -24,10 +24,10 @@ if TYPE_CHECKING:
     from typing import Any
 
 # sha256 of the declarations; a compiled API-mode module must have been built from the same.
-CDEF_IDENTITY = "41dec03223d0335bf56a721f8397ee52f884e9f03931f05da9297f78c1d108c3"
+CDEF_IDENTITY = "d753a4ba25866cb030c0e409f205e7a18ebb32f81b990d116ef28fa1d7a4592c"
 # sha256 of what the load-time guard compares (``_abi_expected.py``): a library set sealed as
 # matching these bindings (``verified_files``) is not compared again by the same bindings.
-GUARD_IDENTITY = "9fbebc8cbf946e8340244c2098a9568b572181dac44a9583afb2d28924727e3c"
+GUARD_IDENTITY = "fe681c7fcb46d828734fdc3741742acb7b6dc6ddb5212b35214b25d5e46c4d04"
 ABI_MODULE = f"{__package__}._ffi_abi"
 ABI_GUARD_CDEF = """\
 const char *llama_bindgen_abi_commit(void);

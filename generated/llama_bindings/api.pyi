@@ -5257,6 +5257,13 @@ class LlamaMtpLibrary:
         LLAMA_MTP_STATUS_BAD_STATE otherwise). Writes them to draft[0..*n_draft).
         """
 
+    def llama_mtp_embd_supported(self, supported: CData, /) -> int:
+        """``enum llama_mtp_status llama_mtp_embd_supported(int32_t * supported)`` (llama_mtp.h)
+
+        Whether llama_mtp_process_embd can run in this build (the release's speculative decoding
+        takes embedding rows): 1 or 0 into *supported.
+        """
+
     def llama_mtp_free(self, mtp: CData, /) -> None:
         """``void llama_mtp_free(struct llama_mtp * mtp)`` (llama_mtp.h)
 
@@ -5315,6 +5322,22 @@ class LlamaMtpLibrary:
 
         Mirror a batch that was just decoded on the target context (every prompt chunk and every
         verification batch, in order). Tokens only; pos and seq_id arrays must be set, one seq each.
+        """
+
+    def llama_mtp_process_embd(self, mtp: CData, seq_id: int, embd: CData, n_tokens: int, n_embd: int, pos: CData, n_pos: int, /) -> int:
+        """``enum llama_mtp_status llama_mtp_process_embd(struct llama_mtp * mtp, llama_seq_id seq_id, const float * embd, int32_t n_tokens, int32_t n_embd, const llama_pos * pos, int32_t n_pos)`` (llama_mtp.h)
+
+        Mirror a batch of embedding rows just decoded on the target context: a multimodal (image or
+        audio) chunk as libmtmd decodes it. Pass what mtmd_helper_decode_image_chunk's post-decode
+        callback receives: n_tokens rows of n_embd floats at embd (n_embd = the target model's input
+        width, llama_model_n_embd_inp), their positions pos, section-major [n_pos][n_tokens] (n_pos 1,
+        or up to LLAMA_MTP_MAX_POS_PER_ROW for M-RoPE models; missing sections are 0), all in seq_id.
+        Each strategy takes the rows as its llama.cpp release does (a draft model of the same input
+        width decodes them; draft-mtp and the n-gram strategies skip them, so drafts after media may
+        be poorer, never wrong). Refused with LLAMA_MTP_STATUS_NOT_IN_RELEASE when the release's
+        speculative decoding takes token batches only (decode the media without speculation there),
+        and with LLAMA_MTP_STATUS_BAD_STATE while a draft of seq_id awaits verification. For the
+        prompt of llama_mtp_begin, pass the text tokens only.
         """
 
     def llama_mtp_reset_stats(self, mtp: CData, /) -> int:

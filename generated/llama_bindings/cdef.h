@@ -1944,6 +1944,7 @@ enum llama_mtp_status llama_mtp_create(struct llama_context * ctx_tgt, const str
 enum llama_mtp_status llama_mtp_default_params(struct llama_mtp_params * params);
 enum llama_mtp_status llama_mtp_default_strategy(int32_t type, struct llama_mtp_strategy * strategy);
 enum llama_mtp_status llama_mtp_draft(struct llama_mtp * mtp, llama_seq_id seq_id, llama_token id_last, llama_pos pos0, int32_t n_max, llama_token * draft, int32_t capacity, int32_t * n_draft);
+enum llama_mtp_status llama_mtp_embd_supported(int32_t * supported);
 void llama_mtp_free(struct llama_mtp * mtp);
 struct llama_context * llama_mtp_get_context(struct llama_mtp * mtp);
 enum llama_mtp_status llama_mtp_get_stats(const struct llama_mtp * mtp, struct llama_mtp_stats * stats);
@@ -1953,6 +1954,7 @@ const char * llama_mtp_llama_commit(void);
 enum llama_mtp_status llama_mtp_model_n_nextn_layers(const struct llama_model * model, int32_t * n_layers);
 int32_t llama_mtp_n_strategies(const struct llama_mtp * mtp);
 enum llama_mtp_status llama_mtp_process(struct llama_mtp * mtp, const struct llama_batch * batch);
+enum llama_mtp_status llama_mtp_process_embd(struct llama_mtp * mtp, llama_seq_id seq_id, const float * embd, int32_t n_tokens, int32_t n_embd, const llama_pos * pos, int32_t n_pos);
 enum llama_mtp_status llama_mtp_reset_stats(struct llama_mtp * mtp);
 enum llama_mtp_status llama_mtp_seq_rm(struct llama_mtp * mtp, llama_seq_id seq_id, llama_pos p0, llama_pos p1);
 const char * llama_mtp_status_name(int32_t status);

@@ -44,6 +44,7 @@ LLAMA_MTP_ABI_VERSION: Final = 1  # llama_mtp.h
 LLAMA_MTP_DRAFT_CONTEXT_STRATEGIES: Final = 62  # llama_mtp.h
 LLAMA_MTP_DRAFT_DEFAULT: Final = 3  # llama_mtp.h
 LLAMA_MTP_DRAFT_MAX: Final = 255  # llama_mtp.h
+LLAMA_MTP_MAX_POS_PER_ROW: Final = 4  # llama_mtp.h
 LLAMA_MTP_NGRAM_MAX: Final = 1024  # llama_mtp.h
 LLAMA_SESSION_MAGIC: Final = 1734833006  # llama.h
 LLAMA_SESSION_VERSION: Final = 10  # llama.h

@@ -33,3 +33,8 @@ class LlamaLoadError(LlamaRuntimeError):
 class LlamaStateError(LlamaRuntimeError):
     """A saved state cannot be loaded here: it is truncated or altered, or it was saved with
     another llama.cpp release, model or speculative setup (the message names the difference)."""
+
+
+class LlamaMediaError(LlamaRuntimeError, ValueError):
+    """A media item (an image or audio) cannot be used: its bytes do not decode, a data URI is
+    malformed, or libmtmd cannot preprocess it."""

@@ -190,7 +190,7 @@ def smoke_gate(run: PlatformRun) -> GateOutcome:
 
 def smoke_gate_with_report(run: PlatformRun) -> tuple[GateOutcome, SmokeReport]:
     """The smoke gate, and the smoke's report (its checks and the modes it ran)."""
-    from generator.smoke import run_smoke, vocabulary_for_tree
+    from generator.smoke import run_smoke, tree_image, vocabulary_for_tree
 
     assert run.build is not None
     report = run_smoke(
@@ -200,6 +200,7 @@ def smoke_gate_with_report(run: PlatformRun) -> tuple[GateOutcome, SmokeReport]:
         run.logs / "smoke",
         backend=run.backend,
         vocabulary=vocabulary_for_tree(run.tree.root),
+        image=tree_image(run.tree.root),
     )
     log = _write(run.logs / "smoke.log", report.table() + "\n")
     status = {"passed": PASSED, "failed": FAILED}.get(report.status, NOT_RUN)

@@ -91,7 +91,14 @@ def _bindings_commit(bindings_parent: Path) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from generator.native.build import build_native
-    from generator.smoke import NOT_RUN, SmokeReport, not_run_reason, run_smoke, vocabulary_for_tree
+    from generator.smoke import (
+        NOT_RUN,
+        SmokeReport,
+        not_run_reason,
+        run_smoke,
+        tree_image,
+        vocabulary_for_tree,
+    )
 
     platforms: list[str] = args.platform or [REFERENCE_PLATFORM]
     if args.lib_dir is not None and len(platforms) != 1:
@@ -127,6 +134,7 @@ def run(args: argparse.Namespace) -> int:
                 platform, lib_dir, bindings_parent, Path(tmp) / platform,
                 model=args.model, max_tokens=args.max_tokens, draft_token_max=args.draft_max,
                 backend=args.backend, vocabulary=vocabulary_for_tree(tree),
+                image=tree_image(tree),
             )  # fmt: skip
             print(report.table())
             reports.append(report)

@@ -298,6 +298,7 @@ SHIPPED = (
     "runtime/decoding.py",
     "runtime/generation.py",
     "runtime/llama_log.py",
+    "runtime/media.py",
     "runtime/model.py",
     "runtime/results.py",
     "runtime/sampling.py",

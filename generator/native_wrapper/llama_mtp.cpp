@@ -337,6 +337,79 @@ llama_mtp_status llama_mtp_process(llama_mtp * mtp, const llama_batch * batch) {
     });
 }
 
+llama_mtp_status llama_mtp_embd_supported(int32_t * supported) {
+    return guarded("llama_mtp_embd_supported", [&]() {
+        if (supported == nullptr) {
+            return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT, "llama_mtp_embd_supported: supported is NULL");
+        }
+        *supported = up::batch_takes_embeddings() ? 1 : 0;
+        return ok();
+    });
+}
+
+llama_mtp_status llama_mtp_process_embd(llama_mtp * mtp, llama_seq_id seq_id, const float * embd,
+                                        int32_t n_tokens, int32_t n_embd, const llama_pos * pos,
+                                        int32_t n_pos) {
+    return guarded("llama_mtp_process_embd", [&]() {
+        const std::string where = "llama_mtp_process_embd";
+        llama_mtp_status st = check_handle(mtp, "llama_mtp_process_embd");
+        if (st == LLAMA_MTP_STATUS_OK) {
+            st = check_seq(mtp, seq_id);
+        }
+        if (st != LLAMA_MTP_STATUS_OK) {
+            return st;
+        }
+        if (!up::batch_takes_embeddings()) {
+            return fail(LLAMA_MTP_STATUS_NOT_IN_RELEASE,
+                        where + ": this llama.cpp release's speculative decoding takes token "
+                                "batches only; decode media without speculation with this release");
+        }
+        if (embd == nullptr || pos == nullptr) {
+            return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT, where + ": embd and pos must be set");
+        }
+        if (n_tokens <= 0) {
+            return ok();
+        }
+        const int32_t width = llama_model_n_embd_inp(llama_get_model(mtp->ctx_tgt));
+        if (n_embd != width) {
+            return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT,
+                        where + ": rows of " + std::to_string(n_embd) + " floats; the target "
+                                "model's input width is " + std::to_string(width));
+        }
+        if (n_pos < 1 || n_pos > LLAMA_MTP_MAX_POS_PER_ROW) {
+            return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT,
+                        where + ": n_pos must be 1.." + std::to_string(LLAMA_MTP_MAX_POS_PER_ROW));
+        }
+        if ((uint32_t) n_tokens > llama_n_batch(mtp->ctx_tgt) ||
+            (mtp->ctx_dft != nullptr && (uint32_t) n_tokens > llama_n_batch(mtp->ctx_dft))) {
+            return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT,
+                        where + ": " + std::to_string(n_tokens) + " rows exceed n_batch");
+        }
+        if (mtp->seqs[(size_t) seq_id].pending >= 0) {
+            return fail(LLAMA_MTP_STATUS_BAD_STATE,
+                        where + ": seq " + std::to_string(seq_id) + " has a draft awaiting "
+                                "verification; media can only follow a finished step");
+        }
+        const llama_pos pos_max = llama_memory_seq_pos_max(llama_get_memory(mtp->ctx_tgt), seq_id);
+        up::batch rows;
+        llama_pos row_pos[LLAMA_MTP_MAX_POS_PER_ROW];
+        for (int32_t i = 0; i < n_tokens; ++i) {
+            for (int32_t j = 0; j < n_pos; ++j) {
+                row_pos[j] = pos[(size_t) j * (size_t) n_tokens + (size_t) i];
+            }
+            if (row_pos[0] < 0 || row_pos[0] > pos_max) {
+                return fail(LLAMA_MTP_STATUS_BAD_STATE,
+                            where + ": position " + std::to_string(row_pos[0]) + " of seq " +
+                                std::to_string(seq_id) + " is not in the target context (last: " +
+                                std::to_string(pos_max) + "); decode the rows on the target first");
+            }
+            rows.add_embd(embd + (size_t) i * (size_t) n_embd, n_embd, row_pos, n_pos, seq_id);
+        }
+        st = mirror(mtp, rows);
+        return st == LLAMA_MTP_STATUS_OK ? ok() : st;
+    });
+}
+
 llama_mtp_status llama_mtp_begin(llama_mtp * mtp, llama_seq_id seq_id, const llama_token * prompt,
                                  int32_t n_prompt) {
     return guarded("llama_mtp_begin", [&]() {

@@ -103,6 +103,10 @@ enum llama_mtp_strategy_type {
 #define LLAMA_MTP_DRAFT_MAX 255
 #define LLAMA_MTP_DRAFT_DEFAULT 3
 
+/* Positions one embedding row can carry in llama_mtp_process_embd (M-RoPE sections). Added after
+ * the first release, with llama_mtp_process_embd. */
+#define LLAMA_MTP_MAX_POS_PER_ROW 4
+
 /* One strategy and its parameters; fill with llama_mtp_default_strategy, then adjust. Fields a
  * strategy does not use are ignored. */
 struct llama_mtp_strategy {
@@ -238,6 +242,32 @@ LLAMA_MTP_API struct llama_context * llama_mtp_get_context(struct llama_mtp * mt
  */
 LLAMA_MTP_API enum llama_mtp_status llama_mtp_process(
         struct llama_mtp * mtp, const struct llama_batch * batch);
+
+/*
+ * Mirror a batch of embedding rows just decoded on the target context: a multimodal (image or
+ * audio) chunk as libmtmd decodes it. Pass what mtmd_helper_decode_image_chunk's post-decode
+ * callback receives: n_tokens rows of n_embd floats at embd (n_embd = the target model's input
+ * width, llama_model_n_embd_inp), their positions pos, section-major [n_pos][n_tokens] (n_pos 1,
+ * or up to LLAMA_MTP_MAX_POS_PER_ROW for M-RoPE models; missing sections are 0), all in seq_id.
+ * Each strategy takes the rows as its llama.cpp release does (a draft model of the same input
+ * width decodes them; draft-mtp and the n-gram strategies skip them, so drafts after media may
+ * be poorer, never wrong). Refused with LLAMA_MTP_STATUS_NOT_IN_RELEASE when the release's
+ * speculative decoding takes token batches only (decode the media without speculation there),
+ * and with LLAMA_MTP_STATUS_BAD_STATE while a draft of seq_id awaits verification. For the
+ * prompt of llama_mtp_begin, pass the text tokens only.
+ */
+LLAMA_MTP_API enum llama_mtp_status llama_mtp_process_embd(
+        struct llama_mtp * mtp,
+        llama_seq_id seq_id,
+        const float * embd,
+        int32_t n_tokens,
+        int32_t n_embd,
+        const llama_pos * pos,
+        int32_t n_pos);
+
+/* Whether llama_mtp_process_embd can run in this build (the release's speculative decoding
+ * takes embedding rows): 1 or 0 into *supported. */
+LLAMA_MTP_API enum llama_mtp_status llama_mtp_embd_supported(int32_t * supported);
 
 /* Start a generation on seq_id; prompt = the tokens already in the target context. */
 LLAMA_MTP_API enum llama_mtp_status llama_mtp_begin(

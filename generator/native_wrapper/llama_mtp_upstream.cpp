@@ -19,7 +19,8 @@
 #if !defined(LLAMA_MTP_UP_COMMON_BATCH) || !defined(LLAMA_MTP_UP_PROCESS_API) ||              \
     !defined(LLAMA_MTP_UP_DRAFT_POS0) || !defined(LLAMA_MTP_UP_EMBD_NEXTN) ||                  \
     !defined(LLAMA_MTP_UP_N_LAYER_NEXTN) || !defined(LLAMA_MTP_UP_CTX_OTHER) ||                \
-    !defined(LLAMA_MTP_UP_N_OUTPUTS_MAX) || !defined(LLAMA_MTP_UP_DRAFT_BACKEND_SAMPLING)
+    !defined(LLAMA_MTP_UP_N_OUTPUTS_MAX) || !defined(LLAMA_MTP_UP_DRAFT_BACKEND_SAMPLING) ||   \
+    !defined(LLAMA_MTP_UP_BATCH_EMBD)
 #    error "llama_mtp_upstream.cpp is built by the wrapper's CMake project, which probes the tree"
 #endif
 
@@ -46,7 +47,13 @@ struct batch::native {
 static void fill(batch::native & n, const std::vector<batch::entry> & entries) {
     n.value.clear();
     for (const auto & e : entries) {
-        n.value.add(e.token, e.pos, e.seq_id, e.output);
+#    if LLAMA_MTP_UP_BATCH_EMBD
+        if (e.token == LLAMA_TOKEN_NULL) {
+            n.value.add_embd(llama_embd{e.embd, 1, (size_t) e.n_embd}, e.pos, e.seq_id, e.output);
+            continue;
+        }
+#    endif
+        n.value.add(e.token, e.pos[0], e.seq_id, e.output);
     }
 }
 #else
@@ -75,7 +82,7 @@ static void fill(batch::native & n, const std::vector<batch::entry> & entries) {
     for (int32_t i = 0; i < size; ++i) {
         const auto & e = entries[(size_t) i];
         n.value.token[i] = e.token;
-        n.value.pos[i] = e.pos;
+        n.value.pos[i] = e.pos[0];
         n.value.n_seq_id[i] = 1;
         n.value.seq_id[i][0] = e.seq_id;
         n.value.logits[i] = e.output ? 1 : 0;
@@ -237,6 +244,10 @@ void draft(speculative * spec, llama_seq_id seq_id, llama_token id_last, llama_p
     dp.result = result;
     common_speculative_draft(spec->spec);
     dp.drafting = false;
+}
+
+bool batch_takes_embeddings() {
+    return LLAMA_MTP_UP_BATCH_EMBD != 0;
 }
 
 bool process(speculative * spec, const batch & b, llama_context * ctx_tgt) {

@@ -26,11 +26,16 @@ using token_list = std::vector<llama_token>;
 // and speculative entry points take.
 class batch {
   public:
+    // A token, or (token LLAMA_TOKEN_NULL) one embedding row of n_embd floats at embd, which
+    // the caller keeps alive while the batch is used. pos[0] is the position; pos[1..] the
+    // further M-RoPE sections of an embedding row (0 for tokens).
     struct entry {
-        llama_token  token;
-        llama_pos    pos;
-        llama_seq_id seq_id;
-        bool         output;
+        llama_token   token;
+        llama_pos     pos[LLAMA_MTP_MAX_POS_PER_ROW];
+        llama_seq_id  seq_id;
+        bool          output;
+        const float * embd;
+        int32_t       n_embd;
     };
 
     batch();
@@ -43,7 +48,17 @@ class batch {
         stale_ = true;
     }
     void add(llama_token token, llama_pos pos, llama_seq_id seq_id, bool output) {
-        entries_.push_back(entry{token, pos, seq_id, output});
+        entries_.push_back(entry{token, {pos, 0, 0, 0}, seq_id, output, nullptr, 0});
+        stale_ = true;
+    }
+    // One embedding row; pos holds n_pos (1..LLAMA_MTP_MAX_POS_PER_ROW) sections.
+    void add_embd(const float * embd, int32_t n_embd, const llama_pos * pos, int32_t n_pos,
+                  llama_seq_id seq_id) {
+        entry e{LLAMA_TOKEN_NULL, {0, 0, 0, 0}, seq_id, false, embd, n_embd};
+        for (int32_t j = 0; j < n_pos && j < LLAMA_MTP_MAX_POS_PER_ROW; ++j) {
+            e.pos[j] = pos[j];
+        }
+        entries_.push_back(e);
         stale_ = true;
     }
     const std::vector<entry> & entries() const { return entries_; }
@@ -101,6 +116,8 @@ void begin(speculative * spec, llama_seq_id seq_id, const token_list & prompt);
 // Fill the sequence's draft slot and ask for a draft; `result` receives it.
 void draft(speculative * spec, llama_seq_id seq_id, llama_token id_last, llama_pos pos0,
            int32_t n_max, const token_list * prompt, token_list * result);
+// Whether this tree's speculative batches take embedding rows (batch::add_embd entries).
+bool batch_takes_embeddings();
 // Mirror a batch just decoded on the target. False when the draft context's decode failed.
 bool process(speculative * spec, const batch & b, llama_context * ctx_tgt);
 void accept(speculative * spec, llama_seq_id seq_id, uint16_t n_accepted);

@@ -135,6 +135,13 @@ set(_llama_mtp_variant_common_batch [=[
     bool ok = common_speculative_process(spec, b); (void) ok;
     for (const auto & t : b.tokens) { (void) t.seq_id; }
 ]=])
+set(_llama_mtp_variant_common_batch_embd [=[
+    common_batch b(ctx);
+    const float row[1] = {0.0f};
+    const llama_pos pos[4] = {0, 0, 0, 0};
+    int32_t idx = b.add_embd(llama_embd{row, 1, 1}, pos, 0, false); (void) idx;
+    bool ok = b.has_embd(); (void) ok;
+]=])
 set(_llama_mtp_variant_llama_batch [=[
     llama_batch b = llama_batch_init(1, 0, 1);
     bool ok = common_speculative_process(spec, b); (void) ok;
@@ -201,6 +208,13 @@ function(llama_mtp_run_probes llama_cpp_dir)
     _llama_mtp_facet(N_LAYER_NEXTN FALSE n_layer_nextn)
     _llama_mtp_facet(CTX_OTHER FALSE ctx_other)
     _llama_mtp_facet(DRAFT_BACKEND_SAMPLING FALSE draft_backend_sampling)
+    if(LLAMA_MTP_UP_BATCH EQUAL 1)
+        # Embedding rows (multimodal chunks) in the speculative batch: llama_mtp_process_embd.
+        _llama_mtp_facet(BATCH_EMBD FALSE common_batch_embd)
+    else()
+        set(LLAMA_MTP_UP_BATCH_EMBD 0)
+        list(APPEND LLAMA_MTP_UP_SUMMARY "BATCH_EMBD=none")
+    endif()
     if(WIN32)
         # llama_context's members are not exported from a Windows libllama.
         set(LLAMA_MTP_UP_N_OUTPUTS_MAX 0)
@@ -243,6 +257,7 @@ function(llama_mtp_run_probes llama_cpp_dir)
     _flag(LLAMA_MTP_UP_CTX_OTHER ${LLAMA_MTP_UP_CTX_OTHER})
     _flag(LLAMA_MTP_UP_N_OUTPUTS_MAX ${LLAMA_MTP_UP_N_OUTPUTS_MAX})
     _flag(LLAMA_MTP_UP_DRAFT_BACKEND_SAMPLING ${LLAMA_MTP_UP_DRAFT_BACKEND_SAMPLING})
+    _flag(LLAMA_MTP_UP_BATCH_EMBD ${LLAMA_MTP_UP_BATCH_EMBD})
 
     string(REPLACE ";" " " _summary "${LLAMA_MTP_UP_SUMMARY}")
     set(LLAMA_MTP_UP_DEFINITIONS "${_defs}" PARENT_SCOPE)

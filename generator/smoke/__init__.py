@@ -88,6 +88,11 @@ STRATEGY_RUNS = tuple(
     )
 )
 REAL_MODEL_PROMPT = "The capital of France is Paris. The capital of Germany is"
+# The media part: a prompt holding libmtmd's default marker, room for the image's rows.
+MEDIA_PROMPT = "Describe <__media__> in a few words:"
+MEDIA_MAX_TOKENS = 24
+MEDIA_N_CTX = 1024
+MEDIA_COLOUR = (200, 120, 40)
 DEFAULT_MAX_TOKENS = 48
 DRIVER_TIMEOUT_S = 1800
 
@@ -200,6 +205,14 @@ def vocabulary_for_tree(tree_root: Path | None) -> str:
     return "test" if 'tokenizer_model == "test"' in text else "bytes"
 
 
+def tree_image(tree_root: Path | None) -> Path | None:
+    """The tree's own test image (``tools/mtmd/test-1.jpeg``), where it has one."""
+    if tree_root is None:
+        return None
+    image = tree_root / "tools" / "mtmd" / "test-1.jpeg"
+    return image if image.is_file() else None
+
+
 def _model_options(vocabulary: str) -> dict[str, Any]:
     """write_test_model arguments for ``vocabulary`` (bytes needs room for its 259 tokens)."""
     from generator.testmodel import BYTES_VOCAB_MIN
@@ -247,6 +260,71 @@ def _strategy_plan(work: Path, target: str, max_tokens: int, vocabulary: str) ->
         "draft_token_max": STRATEGY_DRAFT_MAX,
         "runs": runs,
     }
+
+
+def _media_plan(work: Path, target: str, vocabulary: str, image: Path | None) -> dict[str, Any]:
+    """The media part on ``target`` (the ``agree`` test model): the test projector matched to
+    it, and ``image`` (default: a small PNG written here)."""
+    from generator.testimage import write_solid_png
+    from generator.testmodel import sizes_from
+    from generator.testvision import write_test_projector
+
+    options = _model_options(vocabulary)
+    sizes = sizes_from(**({"vocab": options["vocab"]} if "vocab" in options else {}))
+    projector = write_test_projector(work / "models" / "projector.gguf", text_sizes=sizes)
+    if image is None:
+        image = write_solid_png(work / "models" / "image.png", 96, 64, MEDIA_COLOUR)
+    return {
+        "path": target,
+        "projector": str(projector),
+        "image": str(image.resolve()),
+        "prompt": MEDIA_PROMPT,
+        "max_tokens": MEDIA_MAX_TOKENS,
+        "n_ctx": MEDIA_N_CTX,
+    }
+
+
+def media_checks(part: dict[str, Any]) -> tuple[list[Check], list[MetricsRow], list[str]]:
+    """The media part's checks: the image became rows of the model's input, plain greedy
+    generation after it ran, and draft-mtp's output equals it with drafts accepted (or, where
+    the release's speculative decoding takes no media rows, is refused as such). Bindings
+    without libmtmd leave the part out, in a note."""
+    if "absent" in part:
+        if part.get("bound"):
+            return [Check("media: libmtmd present", False, part["absent"])], [], []
+        return [], [], [f"media: not run ({part['absent']})"]
+    plain, mtp = part["plain"], part["mtp"]
+    if "refused" in plain:
+        return (
+            [Check("media: plain generation after an image runs", False, plain["refused"])],
+            [],
+            [],
+        )
+    rows = [_row("agree + image", "off", plain)]
+    checks = [
+        Check(
+            "media: the image became rows of the model's input",
+            plain["image_rows"] > 0 and plain["image_positions"] > 0,
+            f"{plain['image_rows']} rows on {plain['image_positions']} positions",
+        ),
+        Check("media: plain generation after an image produced tokens", len(plain["tokens"]) > 0),
+    ]
+    if "refused" in mtp:
+        expected = not part.get("embd_supported")
+        checks.append(Check("media: MTP refused as not in this release", expected, mtp["refused"]))
+        return checks, rows, []
+    rows.append(_row("agree + image", MTP_MODE, mtp))
+    same = mtp["tokens"] == plain["tokens"]
+    detail = "" if same else f"plain {plain['tokens'][:16]} vs mtp {mtp['tokens'][:16]}"
+    checks.append(Check("media: MTP output identical to plain greedy", same, detail))
+    metrics = mtp["metrics"]
+    drafted, accepted = int(metrics["drafted_tokens"]), int(metrics["accepted_tokens"])
+    checks.append(
+        Check(
+            "media: MTP drafted and accepted", drafted > 0 and accepted > 0, f"{accepted}/{drafted}"
+        )
+    )
+    return checks, rows, []
 
 
 def strategy_checks(part: dict[str, Any]) -> tuple[list[Check], list[MetricsRow]]:
@@ -452,6 +530,31 @@ def backend_sampling_note(data: dict[str, Any], stderr: str) -> str:
     return f"backend sampling off or partly off ({why}): drafts sampled on the backend {shown}"
 
 
+def _part_checks(
+    plan: dict[str, Any], data: dict[str, Any]
+) -> tuple[list[Check], list[MetricsRow], list[str]]:
+    """The checks, rows and notes of the plan's optional parts (strategies, media); a part the
+    plan has and the driver's result lacks fails."""
+    checks: list[Check] = []
+    rows: list[MetricsRow] = []
+    notes: list[str] = []
+    if "strategies" in plan:
+        if "strategies" in data:
+            more_checks, more_rows = strategy_checks(data["strategies"])
+        else:
+            more_checks, more_rows = [Check("strategies ran", False, "no result")], []
+        checks += more_checks
+        rows += more_rows
+    if "media" in plan:
+        if "media" in data:
+            media_found, media_rows, notes = media_checks(data["media"])
+        else:
+            media_found, media_rows = [Check("media ran", False, "no result")], []
+        checks += media_found
+        rows += media_rows
+    return checks, rows, notes
+
+
 def run_smoke(
     platform: str,
     lib_dir: Path | None,
@@ -464,12 +567,15 @@ def run_smoke(
     backend: str = "cpu",
     vocabulary: str = "test",
     python: list[str] | None = None,
+    image: Path | None = None,
 ) -> SmokeReport:
     """Smoke-test the libraries in ``lib_dir`` on ``platform`` (with the bindings in
     ``bindings_parent/llama_bindings`` where the platform's Python runs); ``model``: a real MTP
     GGUF instead of the test models, ``vocabulary`` the test models' (:func:`vocabulary_for_tree`).
     ``python``: a Python with the bindings installed (``lib_dir`` None: ``load()`` finds them),
-    ``draft_token_max`` None: the wrapper's default. ``not-run`` where it cannot run here."""
+    ``draft_token_max`` None: the wrapper's default. With the test models, the media part
+    generates after ``image`` (default: a PNG written here) through the test projector.
+    ``not-run`` where it cannot run here."""
     plat = get_platform(platform)
     try:
         run = execution_here(plat)
@@ -498,6 +604,8 @@ def run_smoke(
     if model is None:
         partial = next(m["path"] for m in models if m["name"] == "partial")
         plan["strategies"] = _strategy_plan(work, partial, max_tokens, vocabulary)
+        agree = next(m["path"] for m in models if m["name"] == "agree")
+        plan["media"] = _media_plan(work, agree, vocabulary, image)
     if run.python:
         _progress(platform, f"running the Python driver {runner}{device_note}")
         data, diagnostic = run_driver(command, plan, bindings_parent, work, env)
@@ -514,14 +622,9 @@ def run_smoke(
     if not data.get("ok"):
         return SmokeReport(platform, FAILED, f"the driver failed:\n{data.get('error', '')}", runner)
     checks, rows = check_results(data, strict_partial=model is None, refusal=refusal)
-    notes: list[str] = []
-    if "strategies" in plan:
-        if "strategies" in data:
-            more_checks, more_rows = strategy_checks(data["strategies"])
-        else:
-            more_checks, more_rows = [Check("strategies ran", False, "no result")], []
-        checks += more_checks
-        rows += more_rows
+    more_checks, more_rows, notes = _part_checks(plan, data)
+    checks += more_checks
+    rows += more_rows
     if backend != "cpu":
         stderr = (work / "driver-stderr.log").read_text(encoding="utf-8", errors="replace")
         device_checks, device = offload_checks(backend, data, stderr)

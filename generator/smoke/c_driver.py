@@ -15,20 +15,40 @@ from typing import Any
 from generator.native.host import host_toolchain
 from generator.platforms import Execution, Platform
 from generator.smoke import driver_result
+from generator.sources import mtmd_api
+
+MTMD_STEM = mtmd_api.LIBRARY
 
 SOURCE = Path(__file__).resolve().with_name("mtp_smoke.c")
 N_THREADS = 2
 RUN_TIMEOUT_S = 1800
 
 
+def media_absent(plat: Platform, lib_dir: Path) -> str | None:
+    """Why the driver's media part cannot be built for this build (None: it can): no libmtmd
+    in it, or a libmtmd whose helper API predates the post-decode callback."""
+    if not (lib_dir / plat.library_file(MTMD_STEM)).is_file():
+        return "the build has no libmtmd"
+    helper = lib_dir.parent / "include" / "mtmd-helper.h"
+    text = helper.read_text(encoding="utf-8", errors="replace") if helper.is_file() else ""
+    if "mtmd_helper_embd_batch" not in text:
+        return "this libmtmd's helper API has no post-decode callback (mtmd_helper_embd_batch)"
+    return None
+
+
 def _compile(plat: Platform, lib_dir: Path, out: Path) -> tuple[Path | None, str]:
-    """Compile the driver into ``out`` with the libraries' DLLs or shared objects beside it."""
+    """Compile the driver into ``out`` with the libraries' DLLs or shared objects beside it
+    (with the media part where the build's libmtmd allows)."""
     out.mkdir(parents=True, exist_ok=True)
     exe = out / ("mtp_smoke.exe" if plat.binary_format == "pe" else "mtp_smoke")
     include = lib_dir.parent / "include"
-    stems = ("llama_mtp", "llama", "ggml", "ggml-base")  # the driver times with ggml_time_us
+    stems: tuple[str, ...] = ("llama_mtp", "llama", "ggml", "ggml-base")  # ggml_time_us
+    media = media_absent(plat, lib_dir) is None
+    if media:
+        stems = (MTMD_STEM, *stems)
     argv = [
         host_toolchain(plat).c_compiler, "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror",
+        *(["-DLLAMA_SMOKE_MTMD"] if media else []),
         f"-I{include}", str(SOURCE), "-o", str(exe), *link_arguments(plat, lib_dir, stems),
     ]  # fmt: skip
     proc = subprocess.run(argv, capture_output=True, text=True, check=False)
@@ -71,13 +91,20 @@ def _run_model(
     if strategies is not None:
         kinds, draft = strategies
         argv += [",".join(kinds), run.program_path(Path(draft)) if draft else "-"]
+    return _run_driver(run, exe, argv, log, entry["name"])
+
+
+def _run_driver(
+    run: Execution, exe: Path, argv: list[str], log: Path, what: str
+) -> tuple[dict[str, Any] | None, str]:
+    """One driver run (``argv``, the platform's prefix first), logged; its result."""
     proc = subprocess.run(
         argv, capture_output=True, text=True, check=False, timeout=RUN_TIMEOUT_S,
         env={**os.environ, **run.env}, cwd=exe.parent,
     )  # fmt: skip
     with log.open("a", encoding="utf-8") as fh:
         fh.write(f"$ {' '.join(argv)}\nexit {proc.returncode}\n{proc.stdout}{proc.stderr}\n")
-    return driver_result(proc, entry["name"])
+    return driver_result(proc, what)
 
 
 def run_c_driver(
@@ -110,7 +137,35 @@ def run_c_driver(
         if part is None:
             return None, problem
         out["strategies"] = part
+    if plan.get("media"):
+        media, problem = _media(plat, run, exe, plan, log)
+        if media is None:
+            return None, problem
+        out["media"] = media
     return out, ""
+
+
+def _media(
+    plat: Platform, run: Execution, exe: Path, plan: dict[str, Any], log: Path
+) -> tuple[dict[str, Any] | None, str]:
+    """The media part in driver.py's shape, from one ``--media`` run of the driver."""
+    lib_dir = Path(plan["lib_dir"])
+    absent = media_absent(plat, lib_dir)
+    if absent is not None:
+        bound = (lib_dir.parent / "include" / "mtmd.h").is_file()
+        return {"absent": absent, "bound": bound}, ""
+    part = plan["media"]
+    argv = [
+        *run.prefix, str(exe), "--media", run.program_path(Path(part["path"])),
+        run.program_path(Path(part["projector"])), run.program_path(Path(part["image"])),
+        str(part["max_tokens"]), str(part["n_ctx"]), str(plan["draft_token_max"]),
+        str(N_THREADS), part["prompt"],
+    ]  # fmt: skip
+    data, diagnostic = _run_driver(run, exe, argv, log, "media")
+    if data is None or not data.get("ok"):
+        error = data.get("error", "") if data else ""
+        return None, f"media: {error} {diagnostic}"
+    return {k: v for k, v in data.items() if k in ("plain", "mtp", "embd_supported")}, ""
 
 
 def _strategies(

@@ -8,9 +8,11 @@ Plan: ``{"lib_dir": str, "max_tokens": int, "n_ctx": int, "draft_token_max": int
 "n_gpu_layers": int (optional, 0), "models": [{"name": str, "path": str, "prompt": [int] | str,
 "expect_unsupported": bool}], "strategies": {"path": str, "prompt": [int], "max_tokens": int,
 "draft_token_max": int, "runs": [{"name": str, "strategies": [str], "draft": str | null}]}
-(optional)}``: the strategies part generates greedily on one model without speculation, then
-with each run's strategies (``draft``: the draft model's path). The result names the compute
-devices ggml sees.
+(optional), "media": {"path": str, "projector": str, "image": str, "prompt": str,
+"max_tokens": int, "n_ctx": int} (optional)}``: the strategies part generates greedily on one
+model without speculation, then with each run's strategies (``draft``: the draft model's path);
+the media part generates after an image (through the model's projector, libmtmd) without and
+with draft-mtp. The result names the compute devices ggml sees.
 """
 
 from __future__ import annotations
@@ -123,6 +125,49 @@ def _strategies(runtime: Any, libs: Any, plan: dict[str, Any]) -> dict[str, Any]
     return {"reference": reference, "runs": runs}
 
 
+def _media_run(
+    runtime: Any, libs: Any, part: dict[str, Any], plan: dict[str, Any], mtp: bool
+) -> dict[str, Any]:
+    """One greedy generation after the media part's image, with draft-mtp or without."""
+    mode = runtime.SpeculativeMode.DRAFT_MTP if mtp else runtime.SpeculativeMode.NONE
+    spec = runtime.SpeculativeDecoding(mode, draft_token_max=int(plan["draft_token_max"]))
+    layers = int(plan.get("n_gpu_layers", 0))
+    try:
+        with runtime.Model(
+            part["path"], load_mtp=mtp, libs=libs, n_gpu_layers=layers, verbose=True
+        ) as model:
+            projector = model.load_projector(part["projector"], warmup=False)
+            prompt = projector.tokenize(part["prompt"], [part["image"]])
+            (span,) = prompt.spans.values()
+            with runtime.Context(model, n_ctx=int(part["n_ctx"]), speculative=spec) as ctx:
+                result = ctx.generate(prompt, max_tokens=int(part["max_tokens"]))
+    except runtime.LlamaUnsupportedError as exc:
+        return {"refused": exc.reason}
+    return {
+        "tokens": list(result.tokens),
+        "metrics": result.metrics.as_dict(),
+        "image_rows": span.n_tokens,
+        "image_positions": span.n_pos,
+    }
+
+
+def _media(runtime: Any, libs: Any, plan: dict[str, Any]) -> dict[str, Any]:
+    """The media part: an image through the model's projector (libmtmd), then greedy
+    generation without and with draft-mtp; whether the wrapper mirrors media rows."""
+    about: Any = importlib.import_module("llama_bindings._about")
+    if not libs.mtmd:
+        return {"absent": libs.mtmd.reason, "bound": not about.MTMD_ABSENT}
+    part = plan["media"]
+    out: dict[str, Any] = {"plain": _media_run(runtime, libs, part, plan, False)}
+    wrapper = libs.llama_mtp
+    supported = libs.ffi.new("int32_t *")
+    if wrapper is not None and hasattr(wrapper, "llama_mtp_embd_supported"):
+        wrapper.llama_mtp_embd_supported(supported)
+    out["embd_supported"] = bool(supported[0])
+    out["mtp"] = _media_run(runtime, libs, part, plan, True)
+    return out
+
+
 def _unsupported(runtime: Any, libs: Any, path: str, plan: dict[str, Any]) -> dict[str, Any]:
     spec = runtime.SpeculativeDecoding(runtime.SpeculativeMode.DRAFT_MTP)
     layers = int(plan.get("n_gpu_layers", 0))
@@ -182,6 +227,8 @@ def main(argv: list[str]) -> int:
         out["models"] = models
         if plan.get("strategies"):
             out["strategies"] = _strategies(runtime, libs, plan)
+        if plan.get("media"):
+            out["media"] = _media(runtime, libs, plan)
         out["ok"] = True
     except Exception:
         out["ok"] = False

@@ -12,6 +12,11 @@
  *   for the speculative run instead of draft-mtp alone; DRAFT_MODEL: the draft model's path, or -.
  *   The speculative run's metrics then carry per-strategy counters, as the runtime's do.
  *
+ * usage: mtp_smoke --media MODEL PROJECTOR IMAGE MAX_TOKENS N_CTX DRAFT_MAX N_THREADS TEXT
+ *   (built with LLAMA_SMOKE_MTMD, linked with libmtmd): the media part, TEXT holding libmtmd's
+ *   marker once; greedy generation after the image without and with draft-mtp, as the runtime's
+ *   Context.generate(prompt, media=[image]) runs it.
+ *
  * stdout: exactly one JSON line. Exit status 0 when the test ran (whatever its results), else 1
  * with {"ok": false, "error": "..."}; 2 on a usage error.
  */
@@ -25,6 +30,10 @@
 
 #include "llama.h"
 #include "llama_mtp.h"
+#ifdef LLAMA_SMOKE_MTMD
+#    include "mtmd-helper.h"
+#    include "mtmd.h"
+#endif
 
 /* ---------------------------------------------------------------- small utilities */
 
@@ -418,6 +427,32 @@ static int check_prompt(struct llama_context * ctx, const struct options * o) {
 
 /* ---------------------------------------------------------------- plain run (_generate_plain) */
 
+/* _generate_plain's loop after the prompt (n_cells: the cells it fills, room: the context's):
+ * one token per llama_decode. 1 when the run completed, 0 on a driver failure. */
+static int plain_loop(struct llama_context * ctx, struct llama_sampler * smpl, struct run * r,
+                      long long n_cells, long long room) {
+    run_prompt_done(r);
+    while (r->finish == FINISH_NONE) {
+        llama_token token = llama_sampler_sample(smpl, ctx, -1);
+        r->steps += 1;
+        if (!run_emit(r, token)) {
+            break;
+        }
+        if (n_cells + 1 > room) {
+            run_finish(r, FINISH_CONTEXT_FULL);
+            break;
+        }
+        const int32_t rc = llama_decode(ctx, llama_batch_get_one(&token, 1));
+        if (rc != 0) {
+            set_failure("llama_decode failed (%d)", (int) rc);
+            return 0;
+        }
+        n_cells += 1;
+    }
+    run_end(r);
+    return 1;
+}
+
 /* 1 when the run completed (its result is in *r), 0 on a driver failure. */
 static int generate_plain(struct llama_context * ctx, const struct llama_vocab * vocab,
                           const struct options * o, struct run * r) {
@@ -446,26 +481,7 @@ static int generate_plain(struct llama_context * ctx, const struct llama_vocab *
         }
         n_history += n;
     }
-    run_prompt_done(r);
-    while (r->finish == FINISH_NONE) {
-        llama_token token = llama_sampler_sample(smpl, ctx, -1);
-        r->steps += 1;
-        if (!run_emit(r, token)) {
-            break;
-        }
-        if (n_history + 1 > n_ctx) {
-            run_finish(r, FINISH_CONTEXT_FULL);
-            break;
-        }
-        const int32_t rc = llama_decode(ctx, llama_batch_get_one(&token, 1));
-        if (rc != 0) {
-            set_failure("llama_decode failed (%d)", (int) rc);
-            goto done;
-        }
-        n_history += 1;
-    }
-    run_end(r);
-    ok = 1;
+    ok = plain_loop(ctx, smpl, r, n_history, n_ctx);
 done:
     llama_sampler_free(smpl);
     return ok;
@@ -499,65 +515,21 @@ static int mtp_check(enum llama_mtp_status status, const char * what) {
     return 0;
 }
 
-/* 1 when the run completed, 0 when it stopped on a wrapper error (g_mtp_error) or a driver
- * failure (g_failure). */
-static int generate_mtp(struct llama_context * ctx, struct llama_mtp * mtp,
-                        const struct llama_vocab * vocab, const struct options * o,
-                        struct run * r) {
-    if (!check_prompt(ctx, o)) {
-        return 0;
-    }
-    struct llama_sampler * smpl = greedy_sampler();
-    if (smpl == NULL) {
-        return 0;
-    }
-    const int n_batch = (int) llama_n_batch(ctx);
-    const long long n_ctx = (long long) llama_n_ctx(ctx);
-    const int n_head = o->n_prompt - 1;
-    const int capacity = o->draft_max + 1;
-    long long n_past = n_head;
-    llama_token id_last = o->prompt[o->n_prompt - 1];
+/* _generate_mtp's steps after the prompt: one llama_mtp_step each, from id_last at n_past (room:
+ * the positions the context leaves). 1 when the run completed, 0 when it stopped on a wrapper
+ * error (g_mtp_error) or a driver failure (g_failure). */
+static int mtp_loop(struct llama_mtp * mtp, struct llama_sampler * smpl, struct run * r,
+                    llama_token id_last, long long n_past, long long room, int capacity) {
     struct llama_mtp_stats stats;
     int ok = 0;
-    llama_token * out = NULL;
-    if (!run_init(r, vocab, o->max_tokens, o->n_prompt)) {
-        set_failure("out of memory");
-        goto done;
-    }
-    if (!mtp_check(llama_mtp_seq_rm(mtp, 0, 0, -1), "seq_rm") ||
-        !mtp_check(llama_mtp_reset_stats(mtp), "reset_stats")) {
-        goto done;
-    }
-    {
-        struct llama_batch batch = llama_batch_init(n_batch, 0, 1);
-        int prompt_ok = 1;
-        for (int start = 0; prompt_ok && start < n_head; start += n_batch) {
-            const int n = n_head - start < n_batch ? n_head - start : n_batch;
-            fill_batch(&batch, o->prompt + start, n, start);
-            const int32_t rc = llama_decode(ctx, batch);
-            if (rc != 0) {
-                set_failure("llama_decode failed (%d) on the prompt", (int) rc);
-                prompt_ok = 0;
-            } else if (!mtp_check(llama_mtp_process(mtp, &batch), "process")) {
-                prompt_ok = 0;
-            }
-        }
-        llama_batch_free(batch);
-        if (!prompt_ok) {
-            goto done;
-        }
-    }
-    if (!mtp_check(llama_mtp_begin(mtp, 0, n_head > 0 ? o->prompt : NULL, n_head), "begin")) {
-        goto done;
-    }
     run_prompt_done(r);
-    out = malloc(sizeof(llama_token) * (size_t) capacity);
+    llama_token * out = malloc(sizeof(llama_token) * (size_t) capacity);
     if (out == NULL) {
         set_failure("out of memory");
-        goto done;
+        return 0;
     }
     while (r->finish == FINISH_NONE) {
-        if (n_past + 1 > n_ctx) {
+        if (n_past + 1 > room) {
             run_finish(r, FINISH_CONTEXT_FULL);
             break;
         }
@@ -594,6 +566,60 @@ static int generate_mtp(struct llama_context * ctx, struct llama_mtp * mtp,
     ok = 1;
 done:
     free(out);
+    return ok;
+}
+
+/* 1 when the run completed, 0 when it stopped on a wrapper error (g_mtp_error) or a driver
+ * failure (g_failure). */
+static int generate_mtp(struct llama_context * ctx, struct llama_mtp * mtp,
+                        const struct llama_vocab * vocab, const struct options * o,
+                        struct run * r) {
+    if (!check_prompt(ctx, o)) {
+        return 0;
+    }
+    struct llama_sampler * smpl = greedy_sampler();
+    if (smpl == NULL) {
+        return 0;
+    }
+    const int n_batch = (int) llama_n_batch(ctx);
+    const long long n_ctx = (long long) llama_n_ctx(ctx);
+    const int n_head = o->n_prompt - 1;
+    const int capacity = o->draft_max + 1;
+    long long n_past = n_head;
+    llama_token id_last = o->prompt[o->n_prompt - 1];
+    int ok = 0;
+    if (!run_init(r, vocab, o->max_tokens, o->n_prompt)) {
+        set_failure("out of memory");
+        goto done;
+    }
+    if (!mtp_check(llama_mtp_seq_rm(mtp, 0, 0, -1), "seq_rm") ||
+        !mtp_check(llama_mtp_reset_stats(mtp), "reset_stats")) {
+        goto done;
+    }
+    {
+        struct llama_batch batch = llama_batch_init(n_batch, 0, 1);
+        int prompt_ok = 1;
+        for (int start = 0; prompt_ok && start < n_head; start += n_batch) {
+            const int n = n_head - start < n_batch ? n_head - start : n_batch;
+            fill_batch(&batch, o->prompt + start, n, start);
+            const int32_t rc = llama_decode(ctx, batch);
+            if (rc != 0) {
+                set_failure("llama_decode failed (%d) on the prompt", (int) rc);
+                prompt_ok = 0;
+            } else if (!mtp_check(llama_mtp_process(mtp, &batch), "process")) {
+                prompt_ok = 0;
+            }
+        }
+        llama_batch_free(batch);
+        if (!prompt_ok) {
+            goto done;
+        }
+    }
+    if (!mtp_check(llama_mtp_begin(mtp, 0, n_head > 0 ? o->prompt : NULL, n_head), "begin")) {
+        goto done;
+    }
+    ok = mtp_loop(mtp, smpl, r, id_last, n_past, n_ctx, capacity);
+done:
     llama_sampler_free(smpl);
     return ok;
 }
@@ -690,9 +716,281 @@ static int create_mtp(struct llama_context * ctx, const struct options * o,
     return 1;
 }
 
+/* The driver's one JSON line (b), or the failure (g_failure, or out of memory); frees b. The
+ * exit status: 0, or 1 on a failure. */
+static int print_result(struct sbuf * b) {
+    int rc = 0;
+    if (g_failure[0] == '\0' && b->failed) {
+        set_failure("out of memory");
+    }
+    if (g_failure[0] != '\0') {
+        print_failure(g_failure);
+        rc = 1;
+    } else {
+        fputs(b->data, stdout);
+        fputs("\n", stdout);
+        fflush(stdout);
+    }
+    free(b->data);
+    return rc;
+}
+
+#ifdef LLAMA_SMOKE_MTMD
+/* ---------------------------------------------------------------- the media part (libmtmd) */
+
+/* A prompt with one image, tokenized by libmtmd (the runtime's MediaPrompt): its chunks, its text
+ * tokens in order, the positions it takes and the KV cells its image fills beyond them. */
+struct media_prompt {
+    mtmd_input_chunks * chunks;
+    llama_token * text;
+    int n_text;
+    long long n_pos;
+    long long extra_cells;
+    long long image_rows;
+    long long image_positions;
+};
+
+static void media_prompt_free(struct media_prompt * p) {
+    if (p->chunks != NULL) {
+        mtmd_input_chunks_free(p->chunks);
+    }
+    free(p->text);
+    memset(p, 0, sizeof *p);
+}
+
+static mtmd_context * media_init(const char * projector, struct llama_model * model, int n_threads) {
+    struct mtmd_context_params mp = mtmd_context_params_default();
+    mp.use_gpu = false;
+    mp.print_timings = false;
+    mp.warmup = false;  /* the test projector's warm-up image would be needlessly large */
+    mp.n_threads = n_threads;
+    mtmd_context * mctx = mtmd_init_from_file(projector, model, mp);
+    if (mctx == NULL) {
+        set_failure("libmtmd could not load the projector %s", projector);
+    }
+    return mctx;
+}
+
+/* Projector.tokenize: 1 and *p filled, or 0 on a driver failure. The prompt must end with text
+ * of at least two tokens (the MTP run decodes all but the last before its steps). */
+static int media_tokenize(mtmd_context * mctx, const char * image, const char * text,
+                          struct media_prompt * p) {
+    memset(p, 0, sizeof *p);
+    struct mtmd_helper_bitmap_wrapper w =
+        mtmd_helper_bitmap_init_from_file(mctx, image, false, mtmd_helper_init_opt_default());
+    if (w.video_ctx != NULL) {
+        mtmd_helper_video_free(w.video_ctx);
+    }
+    if (w.bitmap == NULL) {
+        set_failure("libmtmd could not read the image %s", image);
+        return 0;
+    }
+    p->chunks = mtmd_input_chunks_init();
+    struct mtmd_input_text in = {text, strlen(text), true, true};
+    const mtmd_bitmap * bitmaps[1] = {w.bitmap};
+    const int32_t rc = mtmd_tokenize(mctx, p->chunks, &in, bitmaps, 1);
+    mtmd_bitmap_free(w.bitmap);
+    if (rc != 0) {
+        set_failure("mtmd_tokenize failed (%d)", (int) rc);
+        return 0;
+    }
+    const size_t n_chunks = mtmd_input_chunks_size(p->chunks);
+    p->text = malloc(sizeof(llama_token) * (strlen(text) + 64));  /* more than the text tokens */
+    size_t last_text = 0;
+    for (size_t c = 0; p->text != NULL && c < n_chunks; ++c) {
+        const mtmd_input_chunk * chunk = mtmd_input_chunks_get(p->chunks, c);
+        if (mtmd_input_chunk_get_type(chunk) == MTMD_INPUT_CHUNK_TYPE_TEXT) {
+            const llama_token * tokens = mtmd_input_chunk_get_tokens_text(chunk, &last_text);
+            memcpy(p->text + p->n_text, tokens, sizeof(llama_token) * last_text);
+            p->n_text += (int) last_text;
+            p->n_pos += (long long) last_text;
+            continue;
+        }
+        last_text = 0;
+        p->image_rows = (long long) mtmd_input_chunk_get_n_tokens(chunk);
+        p->image_positions = (long long) mtmd_input_chunk_get_n_pos(chunk);
+        p->n_pos += p->image_positions;
+        p->extra_cells += p->image_rows - p->image_positions;
+    }
+    if (p->text == NULL) {
+        set_failure("out of memory");
+        return 0;
+    }
+    if (last_text < 2) {
+        set_failure("the media prompt must end with text of at least two tokens");
+        return 0;
+    }
+    return 1;
+}
+
+/* mtmd_helper_decode_image_chunk's post-decode callback: mirror the image rows (Sidecar.process_rows). */
+static int32_t mirror_rows(const struct mtmd_helper_embd_batch * b, void * data) {
+    struct llama_mtp * mtp = (struct llama_mtp *) data;
+    const enum llama_mtp_status st =
+        llama_mtp_process_embd(mtp, b->seq_id, b->embd, b->n_tokens, b->n_embd, b->pos, b->n_pos);
+    return mtp_check(st, "process_embd") ? 0 : 1;
+}
+
+/* NativeSession.decode_prompt over the chunks, at positions from 0, each text batch and image
+ * batch mirrored into mtp (when not NULL); the last token left out when leave_last. */
+static int media_prefill(struct llama_context * ctx, mtmd_context * mctx,
+                         const struct media_prompt * p, struct llama_mtp * mtp, int leave_last) {
+    const int n_batch = (int) llama_n_batch(ctx);
+    struct llama_batch batch = llama_batch_init(n_batch, 0, 1);
+    const size_t n_chunks = mtmd_input_chunks_size(p->chunks);
+    long long n_past = 0;
+    int ok = 1;
+    for (size_t c = 0; ok && c < n_chunks; ++c) {
+        const mtmd_input_chunk * chunk = mtmd_input_chunks_get(p->chunks, c);
+        if (mtmd_input_chunk_get_type(chunk) != MTMD_INPUT_CHUNK_TYPE_TEXT) {
+            llama_pos new_n_past = 0;
+            if (mtmd_encode_chunk(mctx, chunk) != 0) {
+                set_failure("mtmd_encode_chunk failed");
+                ok = 0;
+            } else if (mtmd_helper_decode_image_chunk(mctx, ctx, chunk, mtmd_get_output_embd(mctx),
+                                                      (llama_pos) n_past, 0, n_batch, &new_n_past,
+                                                      mtp != NULL ? mirror_rows : NULL, mtp) != 0) {
+                if (g_mtp_error[0] == '\0') {
+                    set_failure("decoding the image failed");
+                }
+                ok = 0;
+            }
+            n_past = (long long) new_n_past;
+            continue;
+        }
+        size_t n_tokens = 0;
+        const llama_token * tokens = mtmd_input_chunk_get_tokens_text(chunk, &n_tokens);
+        const int n = (int) n_tokens - (leave_last && c + 1 == n_chunks ? 1 : 0);
+        for (int start = 0; ok && start < n; start += n_batch) {
+            const int k = n - start < n_batch ? n - start : n_batch;
+            fill_batch(&batch, tokens + start, k, (int) (n_past + start));
+            const int32_t rc = llama_decode(ctx, batch);
+            if (rc != 0) {
+                set_failure("llama_decode failed (%d) on the prompt", (int) rc);
+                ok = 0;
+            } else if (mtp != NULL && !mtp_check(llama_mtp_process(mtp, &batch), "process")) {
+                ok = 0;
+            }
+        }
+        n_past += n;
+    }
+    llama_batch_free(batch);
+    return ok;
+}
+
+/* One media run (plain, or draft-mtp when mtp): model, projector, prompt, generation. JSON into b
+ * under key; 1 when the driver can go on (a wrapper refusal is reported, not a failure). */
+static int media_run(const struct options * o, const char * projector, const char * image,
+                     const char * text, int mtp_on, struct sbuf * b) {
+    struct llama_model * model = load_model(o, mtp_on);
+    struct llama_context * ctx = NULL;
+    mtmd_context * mctx = NULL;
+    struct llama_mtp * mtp = NULL;
+    struct llama_sampler * smpl = NULL;
+    struct media_prompt p;
+    struct run r;
+    enum llama_mtp_status st = LLAMA_MTP_STATUS_OK;
+    int ok = 0;
+    memset(&p, 0, sizeof p);
+    memset(&r, 0, sizeof r);
+    g_mtp_error[0] = '\0';
+    if (model == NULL || (ctx = new_context(model, o, mtp_on)) == NULL ||
+        (mctx = media_init(projector, model, o->n_threads)) == NULL ||
+        !media_tokenize(mctx, image, text, &p) || (smpl = greedy_sampler()) == NULL) {
+        goto done;
+    }
+    if (!run_init(&r, llama_model_get_vocab(model), o->max_tokens, (int) p.n_pos)) {
+        set_failure("out of memory");
+        goto done;
+    }
+    const long long room = (long long) llama_n_ctx(ctx);
+    int ran;
+    if (!mtp_on) {
+        ran = media_prefill(ctx, mctx, &p, NULL, 0) &&
+              plain_loop(ctx, smpl, &r, p.n_pos + p.extra_cells, room);
+    } else {
+        ran = create_mtp(ctx, o, NULL, &mtp, &st) && media_prefill(ctx, mctx, &p, mtp, 1) &&
+              mtp_check(llama_mtp_begin(mtp, 0, p.text, p.n_text - 1), "begin") &&
+              mtp_loop(mtp, smpl, &r, p.text[p.n_text - 1], p.n_pos - 1, room - p.extra_cells,
+                       o->draft_max + 1);
+    }
+    if (g_failure[0] != '\0') {
+        goto done;
+    }
+    sb_puts(b, mtp_on ? ", \"mtp\": " : ", \"plain\": ");
+    if (ran) {
+        sb_run(b, &r);
+        b->len -= 1;  /* reopen the object: the image's rows and positions go in it too */
+        sb_printf(b, ", \"image_rows\": %lld, \"image_positions\": %lld}", p.image_rows,
+                  p.image_positions);
+    } else {
+        sb_puts(b, "{\"refused\": ");
+        sb_json_string(b, g_mtp_error);
+        sb_puts(b, "}");
+    }
+    ok = 1;
+done:
+    llama_mtp_free(mtp);
+    if (smpl != NULL) {
+        llama_sampler_free(smpl);
+    }
+    media_prompt_free(&p);
+    run_free(&r);
+    if (mctx != NULL) {
+        mtmd_free(mctx);
+    }
+    if (ctx != NULL) {
+        llama_free(ctx);
+    }
+    if (model != NULL) {
+        llama_model_free(model);
+    }
+    return ok;
+}
+
+/* usage: mtp_smoke --media MODEL PROJECTOR IMAGE MAX_TOKENS N_CTX DRAFT_MAX N_THREADS TEXT */
+static int media_main(int argc, char ** argv) {
+    long v[4];
+    if (argc != 10 || !parse_int(argv[5], 0, 1000000, &v[0]) ||
+        !parse_int(argv[6], 1, 1 << 24, &v[1]) ||
+        !parse_int(argv[7], 1, LLAMA_MTP_DRAFT_MAX, &v[2]) || !parse_int(argv[8], 1, 1024, &v[3])) {
+        print_failure("usage: mtp_smoke --media MODEL PROJECTOR IMAGE MAX_TOKENS N_CTX DRAFT_MAX "
+                      "N_THREADS TEXT");
+        return 2;
+    }
+    struct options o;
+    memset(&o, 0, sizeof o);
+    o.model_path = argv[2];
+    o.max_tokens = (int) v[0];
+    o.n_ctx = (int) v[1];
+    o.draft_max = (int) v[2];
+    o.n_threads = (int) v[3];
+    llama_log_set(quiet_log, NULL);
+    mtmd_helper_log_set(quiet_log, NULL);
+    llama_backend_init();
+    int32_t supported = 0;
+    llama_mtp_embd_supported(&supported);
+    struct sbuf b = {0};
+    sb_printf(&b, "{\"ok\": true, \"embd_supported\": %s", supported ? "true" : "false");
+    const int ok = media_run(&o, argv[3], argv[4], argv[9], 0, &b) &&
+                   media_run(&o, argv[3], argv[4], argv[9], 1, &b);
+    sb_puts(&b, "}");
+    llama_backend_free();
+    if (!ok && g_failure[0] == '\0') {
+        set_failure("the media part failed");
+    }
+    return print_result(&b);
+}
+#endif
+
 /* ---------------------------------------------------------------- main */
 
 int main(int argc, char ** argv) {
+#ifdef LLAMA_SMOKE_MTMD
+    if (argc > 1 && strcmp(argv[1], "--media") == 0) {
+        return media_main(argc, argv);
+    }
+#endif
     if (argc != 8 && argc != 10) {
         fprintf(stderr,
                 "usage: %s MODEL_PATH MAX_TOKENS N_CTX DRAFT_MAX N_THREADS EXPECT_UNSUPPORTED "
@@ -834,18 +1132,5 @@ end:
     run_free(&mtp_run);
     free(o.prompt);
 
-    int rc = 0;
-    if (g_failure[0] == '\0' && b.failed) {
-        set_failure("out of memory");
-    }
-    if (g_failure[0] != '\0') {
-        print_failure(g_failure);
-        rc = 1;
-    } else {
-        fputs(b.data, stdout);
-        fputs("\n", stdout);
-        fflush(stdout);
-    }
-    free(b.data);
-    return rc;
+    return print_result(&b);
 }

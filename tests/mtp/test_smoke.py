@@ -20,6 +20,7 @@ from generator.smoke import (
     run_driver,
     run_smoke,
     strategy_checks,
+    tree_image,
 )
 from tests.mtp.conftest import BINDINGS_PARENT, build_or_fail
 
@@ -84,11 +85,16 @@ def test_checks_catch_each_failure() -> None:
 
 @pytest.mark.slow
 @pytest.mark.needs_tree
-def test_smoke_linux_x86_64(host_build: BuildResult, tmp_path: Path) -> None:
-    report = run_smoke("linux-x86_64", host_build.lib_dir, BINDINGS_PARENT, tmp_path)
+def test_smoke_linux_x86_64(host_build: BuildResult, tree_b11312: Path, tmp_path: Path) -> None:
+    image = tree_image(tree_b11312)
+    assert image is not None
+    report = run_smoke("linux-x86_64", host_build.lib_dir, BINDINGS_PARENT, tmp_path, image=image)
     assert report.passed, report.table()
     repeating = "partial (repeating prompt)"
-    assert {r.model for r in report.rows} == {"agree", "partial", "plain", repeating}
+    media = "agree + image"
+    assert {r.model for r in report.rows} == {"agree", "partial", "plain", repeating, media}
+    assert [r.mode for r in report.rows if r.model == media] == ["off", MTP_MODE]
+    assert any(c.name.startswith("media: MTP output identical") and c.ok for c in report.checks)
     assert [r.mode for r in report.rows if r.model == repeating] == [
         "off",
         *(name for name, _kinds, _draft in STRATEGY_RUNS),
@@ -184,19 +190,23 @@ def test_c_driver_refusal_is_checked_by_its_own_name() -> None:
 @pytest.mark.slow
 @pytest.mark.needs_tree
 def test_c_driver_generates_what_the_python_runtime_generates(
-    host_build: BuildResult, tmp_path: Path
+    host_build: BuildResult, tree_b11312: Path, tmp_path: Path
 ) -> None:
     """mtp_smoke.c, run natively on linux-x86_64, gives the runtime's tokens and MTP counts on
-    every test model: the Windows smoke under wine checks the same thing the Python one does."""
+    every test model and after an image (its media part): the Windows smoke under wine checks
+    the same thing the Python one does."""
     import sys
 
     from generator.native.host import execution_here
-    from generator.smoke import _models
+    from generator.smoke import _media_plan, _models
     from generator.smoke.c_driver import run_c_driver
 
     plat = get_platform("linux-x86_64")
+    models = _models(tmp_path / "work", None, "test")
+    agree = next(m["path"] for m in models if m["name"] == "agree")
+    media = _media_plan(tmp_path / "work", agree, "test", tree_image(tree_b11312))
     plan = {"lib_dir": str(host_build.lib_dir), "max_tokens": 32, "n_ctx": 512,
-            "draft_token_max": 3, "models": _models(tmp_path / "work", None, "test")}  # fmt: skip
+            "draft_token_max": 3, "models": models, "media": media}  # fmt: skip
     c_data, why = run_c_driver(plat, execution_here(plat), plan, tmp_path / "c")
     assert c_data is not None and c_data["ok"], why
     (tmp_path / "py").mkdir()
@@ -212,6 +222,15 @@ def test_c_driver_generates_what_the_python_runtime_generates(
         else:
             assert c_model["mtp_error"]["error_type"] == C_REFUSAL
             assert py_model["mtp_error"]["error_type"] == "LlamaUnsupportedError"
+    c_media, py_media = c_data["media"], py_data["media"]
+    assert c_media["embd_supported"] and py_media["embd_supported"]
+    for mode in ("plain", "mtp"):
+        assert c_media[mode]["tokens"] == py_media[mode]["tokens"], mode
+        for key in ("image_rows", "image_positions"):
+            assert c_media[mode][key] == py_media[mode][key] > 0, key
+        for key in ("drafted_tokens", "accepted_tokens", "steps", "generated_tokens"):
+            assert c_media[mode]["metrics"][key] == py_media[mode]["metrics"][key], (mode, key)
+    assert c_media["mtp"]["metrics"]["accepted_tokens"] > 0
 
 
 @pytest.mark.slow

@@ -71,6 +71,15 @@ static void no_model_cases(void) {
     memset(&stats, 0, sizeof(stats));
     stats.struct_size = sizeof(stats);
     report("process_null_handle", llama_mtp_process(NULL, &b));
+    {
+        float row[4] = {0};
+        llama_pos rpos[1] = {0};
+        int32_t supported = -1;
+        report("process_embd_null_handle", llama_mtp_process_embd(NULL, 0, row, 1, 4, rpos, 1));
+        report("embd_supported", llama_mtp_embd_supported(&supported));
+        printf("INFO embd_supported %d\n", supported);
+        report("embd_supported_null", llama_mtp_embd_supported(NULL));
+    }
     report("begin_null_handle", llama_mtp_begin(NULL, 0, toks, 2));
     report("draft_null_handle", llama_mtp_draft(NULL, 0, 1, 0, 3, toks, 4, &nd));
     report("accept_null_handle", llama_mtp_accept(NULL, 0, 0));
@@ -253,6 +262,22 @@ static void model_cases(const char * agree_path, const char * plain_path, const 
         llama_batch_free(big);
     }
     {
+        /* embedding rows (as a multimodal chunk gives them) at positions the target holds */
+        enum { N_ROWS = 2 };
+        const int32_t w = llama_model_n_embd_inp(agree);
+        float * rows = (float *) calloc((size_t) (N_ROWS * (w + 1)), sizeof(float));
+        llama_pos rpos[4 * N_ROWS] = {0};
+        for (int i = 0; i < N_ROWS; ++i) rpos[i] = 3 + i; /* section 0; the rest stay 0 */
+        report("process_embd_wrong_width", llama_mtp_process_embd(h, 0, rows, N_ROWS, w + 1, rpos, 1));
+        report("process_embd_bad_n_pos", llama_mtp_process_embd(h, 0, rows, N_ROWS, w, rpos, 5));
+        report("process_embd_null_rows", llama_mtp_process_embd(h, 0, NULL, N_ROWS, w, rpos, 1));
+        report("process_embd_bad_seq", llama_mtp_process_embd(h, 9, rows, N_ROWS, w, rpos, 1));
+        llama_pos ahead[N_ROWS] = {50, 51};
+        report("process_embd_not_decoded", llama_mtp_process_embd(h, 0, rows, N_ROWS, w, ahead, 1));
+        report("process_embd", llama_mtp_process_embd(h, 0, rows, N_ROWS, w, rpos, 4));
+        free(rows);
+    }
+    {
         llama_token bad_prompt[2] = {prompt[0], 1 << 20};
         report("begin_token_out_of_vocab", llama_mtp_begin(h, 0, bad_prompt, 2));
         llama_token bad = -3;
@@ -271,6 +296,13 @@ static void model_cases(const char * agree_path, const char * plain_path, const 
     report("draft_token_out_of_vocab", llama_mtp_draft(h, 0, 1 << 20, n_past, 3, draft, 8, &nd));
     report("draft_wrong_pos", llama_mtp_draft(h, 0, id_last, n_past + 3, 3, draft, 8, &nd));
     report("draft", llama_mtp_draft(h, 0, id_last, n_past, 3, draft, 8, &nd));
+    {
+        const int32_t w = llama_model_n_embd_inp(agree);
+        float * rows = (float *) calloc((size_t) w, sizeof(float));
+        llama_pos rpos[1] = {1};
+        report("process_embd_draft_pending", llama_mtp_process_embd(h, 0, rows, 1, w, rpos, 1));
+        free(rows);
+    }
     printf("INFO drafted %d\n", nd);
     {
         llama_token again[8];

@@ -38,6 +38,9 @@ NO_MODEL_CASES = {
     "create_null_context": "INVALID_ARGUMENT",
     "create_null_out": "INVALID_ARGUMENT",
     "process_null_handle": "INVALID_ARGUMENT",
+    "process_embd_null_handle": "INVALID_ARGUMENT",
+    "embd_supported": "OK",
+    "embd_supported_null": "INVALID_ARGUMENT",
     "begin_null_handle": "INVALID_ARGUMENT",
     "draft_null_handle": "INVALID_ARGUMENT",
     "accept_null_handle": "INVALID_ARGUMENT",
@@ -104,6 +107,14 @@ MODEL_CASES = {
     "process_no_pos": "INVALID_ARGUMENT",
     "process_not_decoded": "BAD_STATE",
     "process_over_n_batch": "INVALID_ARGUMENT",
+    "process_embd_wrong_width": "INVALID_ARGUMENT",
+    "process_embd_bad_n_pos": "INVALID_ARGUMENT",
+    "process_embd_null_rows": "INVALID_ARGUMENT",
+    "process_embd_bad_seq": "INVALID_ARGUMENT",
+    "process_embd_not_decoded": "BAD_STATE",
+    # b11312's common_batch takes embedding rows (probe BATCH_EMBD)
+    "process_embd": "OK",
+    "process_embd_draft_pending": "BAD_STATE",
     "begin_token_out_of_vocab": "INVALID_ARGUMENT",
     "process_token_out_of_vocab": "INVALID_ARGUMENT",
     "begin": "OK",
@@ -144,6 +155,9 @@ MESSAGES = {
     "create_few_outputs": "n_outputs_max",
     "begin_token_out_of_vocab": "outside the vocabulary",
     "process_token_out_of_vocab": "outside the vocabulary",
+    "process_embd_wrong_width": "input width",
+    "process_embd_not_decoded": "not in the target context",
+    "process_embd_draft_pending": "awaiting verification",
     "draft_token_out_of_vocab": "outside the vocabulary",
     "step_token_out_of_vocab": "outside the vocabulary",
     "draft_wrong_pos": "not the next position",
@@ -243,6 +257,7 @@ def test_error_cases_without_model(
     assert float(info["default_p_min"]) == 0.0
     assert info["create_null_context_handle_cleared"] == "1"
     assert info["get_context_null"] == "1"
+    assert info["embd_supported"] == "1"  # b11312 mirrors embedding rows
     assert info["free_foreign_says"] == "1" and info["get_context_foreign_null"] == "1"
     meta = (tree_b11312 / ".llama-bindgen-tree.json").read_text()
     assert info["llama_commit"] in meta and len(info["llama_commit"]) == 40

@@ -55,6 +55,7 @@ from ..constants import MTP_STRATEGY_TYPES as MTP_STRATEGY_TYPES
 from ..constants import SpeculativeMode as SpeculativeMode
 from ..errors import LlamaClosedError as LlamaClosedError
 from ..errors import LlamaLoadError as LlamaLoadError
+from ..errors import LlamaMediaError as LlamaMediaError
 from ..errors import LlamaRuntimeError as LlamaRuntimeError
 from ..errors import LlamaStateError as LlamaStateError
 from ..errors import LlamaUnsupportedError as LlamaUnsupportedError
@@ -82,6 +83,9 @@ from .context import LOGGER as LOGGER
 from .context import Context as Context
 from .llama_log import LLAMA_LOGGER as LLAMA_LOGGER
 from .llama_log import set_llama_log as set_llama_log
+from .media import MediaInput as MediaInput
+from .media import MediaPrompt as MediaPrompt
+from .media import Projector as Projector
 from .model import Model as Model
 from .results import LLAMA_CPP_TAG as LLAMA_CPP_TAG
 from .results import TAIL_TOKEN as TAIL_TOKEN

@@ -100,6 +100,12 @@ class _LlamaLog:
         self._libraries[id(llama)] = llama
         llama.llama_log_set(callback, ffi.NULL)
 
+    def callback_of(self, libs: Libraries) -> Any:
+        """The C log callback installed for ``libs``' ffi (None before :meth:`install`), for a
+        library with a logger of its own (libmtmd) to share."""
+        known = self._callbacks.get(id(libs.ffi))
+        return None if known is None else known[1]
+
     @contextlib.contextmanager
     def capturing(self) -> Iterator[list[str]]:
         """The error lines llama.cpp logs (from any thread) while the block runs."""

@@ -30,6 +30,7 @@ from ..params import (
 )
 from .adapters import LoraAdapter
 from .llama_log import LLAMA_LOG
+from .media import Projector
 from .results import LLAMA_CPP_TAG, ChatMessages, ChatTemplateError, role_content
 
 if TYPE_CHECKING:
@@ -72,10 +73,14 @@ class Model:
     A file llama.cpp cannot load raises :class:`LlamaLoadError` with the error lines llama.cpp
     logged, whatever the log's routing.
 
+    ``mmproj``: a multimodal projector GGUF for the model (:class:`Projector`, libmtmd), so
+    that prompts can hold images and audio (``Context.generate(..., media=[...])``, content parts
+    in ``chat``); with options: :meth:`load_projector`.
+
     Lifetimes: closing a model (``close()``, leaving its ``with`` block, or its collection)
-    first closes every :class:`Context` on it, every context that uses it as a draft model and
-    every :class:`LoraAdapter` loaded for it (:meth:`load_lora`); after that, every method and
-    property of those objects raises :class:`LlamaClosedError`.
+    first closes every :class:`Context` on it, every context that uses it as a draft model,
+    every :class:`LoraAdapter` loaded for it (:meth:`load_lora`) and its :class:`Projector`;
+    after that, every method and property of those objects raises :class:`LlamaClosedError`.
     The arrays given to llama.cpp (``kv_overrides``, ``tensor_split``) live as long as the model.
     """
 
@@ -98,6 +103,7 @@ class Model:
         use_mlock: bool | None = None,
         use_direct_io: bool | None = None,
         kv_overrides: Mapping[str, KvOverride] | None = None,
+        mmproj: str | os.PathLike[str] | None = None,
         libs: Libraries | None = None,
         lib_dir: str | os.PathLike[str] | None = None,
         verbose: bool | None = None,
@@ -151,6 +157,13 @@ class Model:
             params.load_mtp = True  # (releases before load_mtp always load the NextN layers)
         self._vocab_only = bool(params.vocab_only)
         self._load(path, params)
+        self._projector: Projector | None = None
+        if mmproj is not None:
+            try:
+                self.load_projector(mmproj)
+            except BaseException:
+                self.close()
+                raise
 
     def _set_arrays(
         self, params: Any, split: Sequence[float] | None, overrides: dict[str, KvOverride] | None
@@ -201,6 +214,33 @@ class Model:
         :class:`LlamaLoadError` with llama.cpp's reason; a release without the adapter API
         raises :class:`LlamaUnsupportedError`. The adapter is freed before the model."""
         return LoraAdapter(self, path)
+
+    def load_projector(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        use_gpu: bool | None = None,
+        n_threads: int | None = None,
+        warmup: bool | None = None,
+        image_min_tokens: int | None = None,
+        image_max_tokens: int | None = None,
+    ) -> Projector:
+        """Load the multimodal projector GGUF at ``path`` (see :class:`Projector` for the
+        options and errors) as :attr:`projector`, closing the one loaded before."""
+        projector = Projector(
+            self, path, use_gpu=use_gpu, n_threads=n_threads, warmup=warmup,
+            image_min_tokens=image_min_tokens, image_max_tokens=image_max_tokens,
+        )  # fmt: skip
+        if self._projector is not None:
+            self._projector.close()
+        self._projector = projector
+        return projector
+
+    @property
+    def projector(self) -> Projector | None:
+        """The multimodal projector loaded with ``mmproj`` (None: the model takes text only)."""
+        self._native.pointer  # noqa: B018  (raises once closed)
+        return self._projector
 
     @property
     def handle(self) -> Any:

@@ -410,6 +410,33 @@ class Sidecar:
         status = self.wrapper.llama_mtp_process(self.handle, self.ffi.addressof(batch))
         self.check(status, "process")
 
+    def require_media(self) -> None:
+        """Raise :class:`LlamaUnsupportedError` unless the wrapper can mirror media rows
+        (``llama_mtp_process_embd``) with this llama.cpp release."""
+        supported = self.ffi.new("int32_t *")
+        try:
+            status = self.wrapper.llama_mtp_embd_supported(supported)
+        except SYMBOL_ERRORS:
+            raise LlamaUnsupportedError(
+                "this llama_mtp wrapper predates media (no llama_mtp_process_embd): generate "
+                "with media without speculative decoding, or rebuild the wrapper"
+            ) from None
+        self.check(status, "embd_supported")
+        if not supported[0]:
+            raise LlamaUnsupportedError(
+                f"llama.cpp {LLAMA_CPP_TAG}'s speculative decoding takes token batches only, so "
+                "a prompt with media cannot be speculated on: generate it with "
+                "SpeculativeDecoding() (off)"
+            )
+
+    def process_rows(self, rows: Any) -> None:
+        """Mirror a batch of media rows just decoded on the target (libmtmd's
+        ``mtmd_helper_embd_batch``)."""
+        status = self.wrapper.llama_mtp_process_embd(
+            self.handle, rows.seq_id, rows.embd, rows.n_tokens, rows.n_embd, rows.pos, rows.n_pos
+        )
+        self.check(status, "process_embd")
+
     def begin(self, tokens: list[int], seq: int = 0) -> None:
         """Start a generation on sequence ``seq`` after ``tokens`` (what the target holds)."""
         prompt = self.ffi.new("llama_token[]", tokens) if tokens else self.ffi.NULL

@@ -35,6 +35,7 @@ from .adapters import (
     read_control_vector,
 )
 from .llama_log import LLAMA_LOG
+from .media import DEFAULT_MARKER, MediaInput, MediaPrompt, chat_media
 from .model import Model
 from .results import (
     LOGGER,
@@ -347,6 +348,12 @@ class Context:
         sequence of a context on the same model, release and speculative setup."""
         session, sidecar = self._session, self._sidecar
         self._check_state_call(seq)
+        scoped = session.sequences if seq is None else [session.sequences[seq]]
+        if any(s.spans for s in scoped):
+            raise LlamaUnsupportedError(
+                "a sequence holding media (images, audio) cannot be saved yet: its state would "
+                "not say where the media sit"
+            )
         draft = sidecar.draft_context() if sidecar is not None else self.ffi.NULL
         if seq is None:
             held = [list(s.tokens) for s in session.sequences]
@@ -570,9 +577,10 @@ class Context:
             self.llama.llama_batch_free(batch)
 
     def generate(
-        self, prompt: str | Sequence[int], **options: Unpack[GenerateOptions]
+        self, prompt: str | Sequence[int] | MediaPrompt, **options: Unpack[GenerateOptions]
     ) -> GenerationResult:
-        """Generate up to ``max_tokens`` tokens after ``prompt`` (text or token ids).
+        """Generate up to ``max_tokens`` tokens after ``prompt`` (text or token ids; text with
+        ``media``: see below; or a :class:`MediaPrompt` the model's projector made).
 
         ``on_token(token, piece)`` is called for every accepted token in order; ``piece`` is the
         text that token releases: UTF-8 is decoded across tokens (a character split over tokens
@@ -589,14 +597,16 @@ class Context:
         decode only the rest, with every speculative mode too (see :class:`PromptReuse`; False
         clears the context first). ``logprobs``: the log-probability of each token and of the
         ``logprobs`` most likely ones (with speculative decoding too: from the rows the target
-        verified the draft with). ``cancel``: a :class:`Cancellation`.
+        verified the draft with). ``cancel``: a :class:`Cancellation`. ``media``: images (or
+        audio) for a text prompt that holds the projector's marker (``<__media__>``) once per
+        item, in order; paths or the files' bytes, tokenized by the model's :class:`Projector`
+        (``Model(..., mmproj=...)``); the prompt must end with text. A media item takes as many
+        positions in the context as libmtmd gives it and is kept with the prefix like tokens
+        (an unchanged image is not encoded again); every speculative mode runs after it, where
+        the release's speculative decoding takes media rows (else
+        :class:`LlamaUnsupportedError`).
         """
-        steps = self._steps(self._plan(prompt, options))
-        while True:
-            try:
-                next(steps)
-            except StopIteration as done:
-                return cast(GenerationResult, done.value)
+        return _run_all(self._steps(self._plan(prompt, options)))
 
     def generate_batch(
         self, prompts: Sequence[str | Sequence[int]], **options: Unpack[GenerateOptions]
@@ -614,7 +624,7 @@ class Context:
         sequence's drafts alone."""
         if isinstance(prompts, str) or not prompts:
             raise TypeError("prompts must be a non-empty sequence of prompts (text or token ids)")
-        refused = sorted({"on_token", "sampler"} & set(options))
+        refused = sorted({"on_token", "sampler", "media"} & set(options))
         if refused:
             raise TypeError(f"generate_batch does not take {', '.join(refused)}")
         n_seq_max = int(self.llama.llama_n_seq_max(self.handle))
@@ -641,7 +651,9 @@ class Context:
             log_metrics(result, f"sequence {i} of a batch")
         return results
 
-    def stream(self, prompt: str | Sequence[int], **options: Unpack[GenerateOptions]) -> Stream:
+    def stream(
+        self, prompt: str | Sequence[int] | MediaPrompt, **options: Unpack[GenerateOptions]
+    ) -> Stream:
         """:meth:`generate` as an iterator of text pieces (the same pieces ``on_token`` gets,
         without the empty ones); the :class:`Stream`'s ``result`` is set at its end. Arguments
         are checked here; the context generates as the stream is read."""
@@ -651,23 +663,54 @@ class Context:
         """:meth:`generate` the assistant's reply to ``messages`` (see
         :meth:`Model.apply_chat_template`; ``template``: default the model's own)."""
         prompt, rest = self._chat_prompt(messages, options)
-        return self.generate(prompt, **rest)
+        return _run_all(self._steps(self._plan(prompt, rest)))
 
     def stream_chat(self, messages: ChatMessages, **options: Unpack[ChatOptions]) -> Stream:
         """:meth:`chat` as a :class:`Stream`."""
         prompt, rest = self._chat_prompt(messages, options)
-        return self.stream(prompt, **rest)
+        return Stream(self._steps(self._plan(prompt, rest)))
 
     def _chat_prompt(
         self, messages: ChatMessages, options: ChatOptions
-    ) -> tuple[list[int], GenerateOptions]:
+    ) -> tuple[list[int] | MediaPrompt, GenerateOptions]:
         """The tokens of the templated messages (special tokens parsed, as llama.cpp's chat
-        tools do), and the other options."""
-        text = self.model.apply_chat_template(messages, template=options.get("template"))
+        tools do), with the media of content parts tokenized by the model's projector, and the
+        other options."""
         rest = cast(GenerateOptions, {k: v for k, v in options.items() if k != "template"})
-        return self.model.tokenize(text, parse_special=True), rest
+        if "media" in rest:
+            raise TypeError("chat takes media as content parts of the messages, not media=")
+        projector = self.model.projector
+        marker = projector.marker if projector is not None else DEFAULT_MARKER
+        flat, media = chat_media(messages, marker)
+        text = self.model.apply_chat_template(flat, template=options.get("template"))
+        if not media:
+            return self.model.tokenize(text, parse_special=True), rest
+        return self._media_prompt(text, media, parse_special=True), rest
 
-    def _plan(self, prompt: str | Sequence[int], options: GenerateOptions) -> Plan:
+    def _media_prompt(
+        self, text: object, media: Sequence[MediaInput], *, parse_special: bool
+    ) -> MediaPrompt:
+        """``text`` and its ``media`` tokenized by the model's projector, checked for this
+        context (before anything is decoded)."""
+        if isinstance(media, (str, bytes, os.PathLike)):
+            raise TypeError("media is a sequence of media items (paths or bytes)")
+        projector = self.model.projector
+        if projector is None:
+            raise LlamaUnsupportedError(
+                "this model has no multimodal projector: load one with Model(..., mmproj=path)"
+            )
+        if not isinstance(text, str):
+            raise TypeError(
+                f"a prompt with media is text holding the media marker {projector.marker!r}"
+            )
+        if self._sidecar is not None:
+            self._sidecar.require_media()
+        prompt = projector.tokenize(text, list(media), parse_special=parse_special)
+        if prompt.tokens and prompt.tokens[-1] < 0:
+            raise ValueError("the prompt must end with text after its last media item")
+        return prompt
+
+    def _plan(self, prompt: str | Sequence[int] | MediaPrompt, options: GenerateOptions) -> Plan:
         """Check everything before anything reaches llama.cpp."""
         # a generation's bookkeeping and the decode loops load with the first generation, not
         # with the runtime: import time saved, measured (-X importtime, 3 runs): about 4 ms
@@ -692,21 +735,29 @@ class Context:
         sampling = sampling_of(options, sampler)
         if sampling is not None:
             self._check_logit_bias(sampling)
-        if isinstance(prompt, str):
+        media = options.get("media")
+        if media is not None:
+            prompt = self._media_prompt(prompt, media, parse_special=False)
+        media_prompt = None
+        if isinstance(prompt, MediaPrompt):
+            media_prompt, tokens = prompt, prompt.tokens
+        elif isinstance(prompt, str):
             tokens = self.model.tokenize(prompt)
         else:
             tokens = [int(t) for t in prompt]
         if not tokens:
             raise ValueError("the prompt has no tokens")
         room = self._session.room
-        if len(tokens) >= room:
+        cells_needed = len(tokens) + (media_prompt.extra_cells if media_prompt else 0)
+        if cells_needed >= room:
             cells = f"n_ctx {room}" if room == self.n_ctx else f"a sequence's {room} cells"
-            raise ValueError(f"the prompt ({len(tokens)} tokens) does not fit {cells}")
+            raise ValueError(f"the prompt ({cells_needed} cells) does not fit {cells}")
         if self._busy:
             raise LlamaRuntimeError("the context is generating already (a stream is open)")
         return Plan(
             tokens, max_tokens, stop_sequences(options.get("stop")), options.get("on_token"),
             options.get("cancel"), sampling, sampler, grammar, reuse_prefix, logprobs,
+            media_prompt,
         )  # fmt: skip
 
     def _check_logit_bias(self, sampling: Sampling) -> None:
@@ -733,9 +784,9 @@ class Context:
             run = Run(self, plan.stop, plan.on_token, plan.cancel, plan.max_tokens, plan.logprobs)
             session, sidecar = self._session, self._sidecar
             if sidecar is not None:
-                steps = generate_mtp(session, sidecar, plan.tokens, sampler, run, plan.reuse_prefix)
+                steps = generate_mtp(session, sidecar, plan, sampler, run)
             else:
-                steps = generate_plain(session, plan.tokens, sampler, run, plan.reuse_prefix)
+                steps = generate_plain(session, plan, sampler, run)
             native = self._native  # marks the thread inside llama.cpp between the yields
             with running(session, plan.cancel):
                 for _ in steps:
@@ -764,3 +815,12 @@ class Context:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _run_all(steps: Generator[str, None, GenerationResult]) -> GenerationResult:
+    """Run a generation's steps to their end; its result."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return cast(GenerationResult, done.value)

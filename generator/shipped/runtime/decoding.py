@@ -21,6 +21,7 @@ from .session import NativeSession
 
 if TYPE_CHECKING:
     from .context import Context
+    from .media import MediaPrompt
     from .speculative import Sidecar, SidecarCounts
 
 
@@ -56,37 +57,47 @@ def log_metrics(result: GenerationResult, what: str = "generation") -> None:
 
 
 def _prefill(
-    session: NativeSession, tokens: list[int], start: int, run: Run, sidecar: Sidecar | None
+    session: NativeSession,
+    tokens: list[int],
+    start: int,
+    run: Run,
+    sidecar: Sidecar | None,
+    media: MediaPrompt | None,
 ) -> bool:
-    """``tokens[start:]`` decoded (and mirrored into the sidecar); False when cancelled."""
+    """``tokens[start:]`` decoded, with their media (and mirrored into the sidecar); False
+    when cancelled."""
     n_batch = int(session.llama.llama_n_batch(session.handle))
     batch = session.llama.llama_batch_init(n_batch, 0, 1)
     try:
         mirror = sidecar.process if sidecar is not None else None
-        return session.decode_prompt(batch, tokens, start, run, mirror=mirror) is not None
+        rows = sidecar.process_rows if sidecar is not None else None
+        done = session.decode_prompt(
+            batch, tokens, start, run, mirror=mirror, media=media, mirror_rows=rows
+        )
+        return done is not None
     finally:
         session.llama.llama_batch_free(batch)
 
 
-def generate_plain(
-    session: NativeSession, tokens: list[int], sampler: Any, run: Run, reuse_prefix: bool
-) -> Iterator[None]:
+def generate_plain(session: NativeSession, plan: Plan, sampler: Any, run: Run) -> Iterator[None]:
     """One token per ``llama_decode`` after the prompt (its common prefix with what the context
     holds kept when ``reuse_prefix``); yields after each accepted token."""
-    run.reused, run.reuse = session.reuse(tokens, len(tokens) - 1, reuse_prefix, None)
-    if not _prefill(session, tokens, run.reused, run, None):
+    tokens = plan.tokens
+    run.reused, run.reuse = session.reuse(tokens, len(tokens) - 1, plan.reuse_prefix, None)
+    if not _prefill(session, tokens, run.reused, run, None, plan.media):
         return
     session.checkpoint(None)
     run.prompt_done()
     llama = session.llama
     token_buf = session.ffi.new("llama_token[1]")
+    held = session.sequences[0]
     while run.finish_reason is None:
         token = int(llama.llama_sampler_sample(sampler, session.handle, -1))
         run.steps += 1
         if not run.emit(token, session.logprob(run, token, -1)):
             break
         yield
-        if len(session.history) + 1 > session.room:
+        if len(held.tokens) + held.extra_cells + 1 > session.room:
             run.finish(FinishReason.CONTEXT_FULL)
             break
         token_buf[0] = token
@@ -100,28 +111,37 @@ def generate_plain(
 
 
 def generate_mtp(
-    session: NativeSession,
-    sidecar: Sidecar,
-    tokens: list[int],
-    sampler: Any,
-    run: Run,
-    reuse_prefix: bool,
+    session: NativeSession, sidecar: Sidecar, plan: Plan, sampler: Any, run: Run
 ) -> Iterator[None]:
     """All prompt tokens but the last through the context and the sidecar (their common prefix
     with what the context holds kept when ``reuse_prefix``), then one ``llama_mtp_step`` (draft
-    and verify) per step; yields after each step's tokens."""
-    head = tokens[:-1]
-    run.reused, run.reuse = session.reuse(tokens, len(head), reuse_prefix, sidecar)
-    if not _prefill(session, head, run.reused, run, sidecar):
+    and verify) per step; yields after each step's tokens. When a media item comes right
+    before the last token, the whole prompt is decoded and its first token sampled as plain
+    decoding does: a step must start one past the target's last position, and an M-RoPE media
+    item ends on fewer positions than it advances."""
+    tokens = plan.tokens
+    after_media = len(tokens) > 1 and tokens[-2] < 0
+    head = tokens if after_media else tokens[:-1]
+    limit = len(tokens) - 1
+    run.reused, run.reuse = session.reuse(tokens, limit, plan.reuse_prefix, sidecar)
+    if not _prefill(session, head, run.reused, run, sidecar, plan.media):
         return
     session.checkpoint(sidecar)
-    sidecar.begin(head)
+    sidecar.begin([t for t in head if t >= 0])
     before = sidecar.counts()
     run.prompt_done()
     step = _Stepper(session, sidecar, 0, sampler, run)
+    held = session.sequences[0]
     id_last = tokens[-1]
+    if after_media:
+        id_last = int(session.llama.llama_sampler_sample(sampler, session.handle, -1))
+        run.steps += 1
+        if not run.emit(id_last, session.logprob(run, id_last, -1)):
+            _record(run, sidecar.counts().since(before))
+            return
+        yield
     while run.finish_reason is None:
-        got = step(id_last, len(session.history), session.room)
+        got = step(id_last, len(held.tokens), session.room - held.extra_cells)
         if got is None:
             break
         _held(session, 0, id_last, got)

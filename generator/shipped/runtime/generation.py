@@ -28,6 +28,7 @@ from .sampling import Sampling
 
 if TYPE_CHECKING:
     from .context import Context
+    from .media import MediaPrompt
     from .results import GenerateOptions
 
 
@@ -218,6 +219,7 @@ class Plan:
     grammar: str | None
     reuse_prefix: bool
     logprobs: int | None  # None: off; else the number of alternatives per token
+    media: MediaPrompt | None = None  # the prompt's media, when it has any
 
 
 def sampling_of(options: GenerateOptions, sampler: Any) -> Sampling | None:

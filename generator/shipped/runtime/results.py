@@ -17,6 +17,7 @@ from ..errors import LlamaRuntimeError
 from ..outputs import TokenLogprob
 
 if TYPE_CHECKING:
+    from .media import MediaInput
     from .sampling import Sampling
 
 LLAMA_CPP_TAG: Final = LLAMA_CPP_RELEASE
@@ -32,7 +33,7 @@ class ChatMessage:
     content: str
 
 
-ChatMessages = Sequence[ChatMessage | Mapping[str, str]]
+ChatMessages = Sequence[ChatMessage | Mapping[str, Any]]
 
 
 class ChatTemplateError(LlamaRuntimeError):
@@ -40,7 +41,7 @@ class ChatTemplateError(LlamaRuntimeError):
     the one given."""
 
 
-def role_content(message: ChatMessage | Mapping[str, str]) -> tuple[str, str]:
+def role_content(message: ChatMessage | Mapping[str, Any]) -> tuple[str, str]:
     if isinstance(message, ChatMessage):
         return message.role, message.content
     try:
@@ -234,6 +235,7 @@ class GenerateOptions(TypedDict, total=False):
     grammar: str | None
     reuse_prefix: bool
     logprobs: int | None
+    media: Sequence[MediaInput] | None
 
 
 class ChatOptions(GenerateOptions, total=False):

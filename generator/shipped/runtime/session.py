@@ -23,10 +23,12 @@ from .._ffi import SYMBOL_ERRORS
 from ..errors import LlamaRuntimeError
 from ..lifetimes import NativeObject
 from ..outputs import TokenLogprob, token_logprob
+from .media import pieces
 from .results import PromptReuse
 
 if TYPE_CHECKING:
     from .generation import Run
+    from .media import MediaPrompt
     from .model import Model
     from .results import Cancellation
     from .speculative import Sidecar
@@ -52,10 +54,25 @@ class SequenceMemory:
 
     tokens: list[int] = field(default_factory=list)
     checkpoints: list[_Checkpoint] = field(default_factory=list)
+    # media it holds: (first index, positions, KV cells beyond the positions)
+    spans: list[tuple[int, int, int]] = field(default_factory=list)
 
     def forget(self, keep: int = 0) -> None:
         del self.tokens[keep:]
         self.checkpoints = [c for c in self.checkpoints if c.n_tokens <= keep]
+        self.spans = [s for s in self.spans if s[0] < keep]
+
+    @property
+    def extra_cells(self) -> int:
+        """KV cells its media fill beyond the positions they advance (see ``media.py``)."""
+        return sum(extra for _, _, extra in self.spans)
+
+    def cut_point(self, n: int) -> int:
+        """``n``, or the first index of the media item ``n`` would cut through."""
+        for start, n_pos, _ in self.spans:
+            if start < n < start + n_pos:
+                return start
+        return n
 
 
 def fill_batch(
@@ -152,16 +169,28 @@ class NativeSession:
         *,
         seq: int = 0,
         mirror: Callable[[Any], None] | None = None,
+        media: MediaPrompt | None = None,
+        mirror_rows: Callable[[Any], None] | None = None,
     ) -> int | None:
         """``tokens[start:]`` at positions ``start``.. of sequence ``seq``, one ``n_batch`` chunk
-        per ``llama_decode`` (each mirrored into the sidecar when ``mirror``); the batch row of
-        the last token's outputs, or None when cancelled. The sequence's tokens follow."""
+        per ``llama_decode`` (each mirrored into the sidecar when ``mirror``), and the media
+        spans of ``media`` through its projector (each batch of rows to ``mirror_rows``); the
+        batch row of the last token's outputs, or None when cancelled. The sequence's tokens
+        follow."""
         n_batch = int(self.llama.llama_n_batch(self.handle))
+        spans = media.spans if media is not None else {}
+        held = self.sequences[seq]
         last = 0
-        for begin in range(start, len(tokens), n_batch):
+        for begin, end, span in pieces(tokens, start, spans, n_batch):
             if run.cancelled():
                 return None
-            chunk = tokens[begin : begin + n_batch]
+            if span is not None:
+                assert media is not None
+                media.projector.decode(self.handle, span, begin, seq, mirror_rows)
+                held.spans.append((begin, span.n_pos, max(0, span.n_tokens - span.n_pos)))
+                held.tokens.extend(tokens[begin:end])
+                continue
+            chunk = tokens[begin:end]
             fill_batch(batch, chunk, begin, seq=seq)
             status = self.decode(batch)
             if status != 0:
@@ -198,7 +227,7 @@ class NativeSession:
             self.clear(sidecar, seq)
             return 0, PromptReuse.OFF
         held = self.sequences[seq]
-        common = min(common_prefix(held.tokens, tokens), limit)
+        common = held.cut_point(min(common_prefix(held.tokens, tokens), limit))
         if common == 0:
             self.clear(sidecar, seq)
             return 0, PromptReuse.NONE
