@@ -39,6 +39,7 @@ from generator.paths import TAG_SOURCES, default_cache_dir
 from generator.platforms import REFERENCE_PLATFORM, host_platform_name, split_key
 from generator.releases import load_releases
 from generator.smoke import SmokeReport
+from generator.sources import mtmd_api
 from generator.sources.fetch import FetchResult, fetch_tree
 from generator.sources.licenses import llama_license
 from generator.sources.providers import cached_sdist
@@ -72,6 +73,7 @@ class TagResult:
     wrapper: str = ""  # the build's MTP status: supported, or the reason it is not
     variants: str = ""  # the wrapper's probe choices for this tree
     strategies: list[str] = field(default_factory=list)  # run and passed in the smoke
+    mtmd: str = ""  # libmtmd: bound or why not, and what the smoke's media part did
     licenses: str = ""
     gates: dict[str, dict[str, str]] = field(default_factory=dict)  # platform -> gate -> status
     failures: list[str] = field(default_factory=list)  # "<platform> <gate>: <detail>"
@@ -90,7 +92,7 @@ class TagResult:
             "tag": self.tag, "provider": self.provider, "commit": self.commit,
             "digest": self.digest, "month": self.month, "mtp_api": self.mtp_api,
             "wrapper": self.wrapper, "variants": self.variants,
-            "strategies": sorted(self.strategies), "licenses": self.licenses,
+            "strategies": sorted(self.strategies), "mtmd": self.mtmd, "licenses": self.licenses,
             "gates": self.gates, "failures": self.failures, "error": self.error,
         }  # fmt: skip
 
@@ -178,9 +180,26 @@ def check_tag(tag: str, options: CompatOptions) -> TagResult:
     except BindgenError as exc:
         result.error = f"generate: {exc}"
         return result
+    absent = dict(api.absent_libraries).get(mtmd_api.LIBRARY)
+    result.mtmd = f"not bound: {absent}" if absent else "bound"
     for key in options.platforms:
         _gate_platform(result, key, fetched, api, work)
     return result
+
+
+def media_outcome(report: SmokeReport) -> str:
+    """What the smoke's media part did, in a few words ("" when it has none)."""
+    notes = [n.removeprefix("media: ") for n in report.notes if n.startswith("media: ")]
+    checks = [c for c in report.checks if c.name.startswith("media: ")]
+    if notes:
+        return notes[0]
+    if not checks:
+        return ""
+    if not all(c.ok for c in checks):
+        return "media failed"
+    if any("MTP refused" in c.name for c in checks):
+        return "image generation passed, MTP with media refused (not in this release)"
+    return "image generation passed, with draft-mtp too"
 
 
 def _describe_tree(result: TagResult, fetched: FetchResult, repo: Path, cache: Path) -> None:
@@ -223,6 +242,9 @@ def _gate_platform(result: TagResult, key: str, fetched: FetchResult, api: Any, 
         result.wrapper = f"build failed: {build.detail}"
     if reports and reports[0].status == PASSED:
         result.strategies = sorted({*result.strategies, *strategies_run(reports[0])})
+    media = media_outcome(reports[0]) if reports else ""
+    if media and result.mtmd == "bound" and key == REFERENCE_PLATFORM:
+        result.mtmd = f"bound; {media}"
 
 
 def load_results(path: Path) -> dict[str, TagResult]:

@@ -151,9 +151,10 @@ def _media(
     """The media part in driver.py's shape, from one ``--media`` run of the driver."""
     lib_dir = Path(plan["lib_dir"])
     absent = media_absent(plat, lib_dir)
-    if absent is not None:
-        bound = (lib_dir.parent / "include" / "mtmd.h").is_file()
-        return {"absent": absent, "bound": bound}, ""
+    if absent is not None:  # expected: the build installed libmtmd's headers, not the library
+        lib = lib_dir / plat.library_file(MTMD_STEM)
+        expected = (lib_dir.parent / "include" / "mtmd.h").is_file() and not lib.is_file()
+        return {"absent": absent, "expected": expected}, ""
     part = plan["media"]
     argv = [
         *run.prefix, str(exe), "--media", run.program_path(Path(part["path"])),

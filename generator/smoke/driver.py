@@ -155,8 +155,13 @@ def _media(runtime: Any, libs: Any, plan: dict[str, Any]) -> dict[str, Any]:
     """The media part: an image through the model's projector (libmtmd), then greedy
     generation without and with draft-mtp; whether the wrapper mirrors media rows."""
     about: Any = importlib.import_module("llama_bindings._about")
-    if not libs.mtmd:
-        return {"absent": libs.mtmd.reason, "bound": not about.MTMD_ABSENT}
+    if not libs.mtmd:  # expected: the bindings declare it, so its library must be there
+        return {"absent": libs.mtmd.reason, "expected": not about.MTMD_ABSENT}
+    try:
+        libs.ffi.typeof("struct mtmd_helper_embd_batch")
+    except libs.ffi.error:
+        why = "this libmtmd's helper API has no post-decode callback (mtmd_helper_embd_batch)"
+        return {"absent": why, "expected": False}
     part = plan["media"]
     out: dict[str, Any] = {"plain": _media_run(runtime, libs, part, plan, False)}
     wrapper = libs.llama_mtp

@@ -21,6 +21,7 @@ from generator.bump.compat import (
     TagResult,
     describe_variants,
     load_results,
+    media_outcome,
     render_table,
     run_compat,
     sdist_month,
@@ -163,3 +164,17 @@ def test_check_writes_nothing_and_fails_when_results_differ(tmp_path: Path) -> N
     with pytest.raises(CompatFailed, match=r"b10001: differs from .* \(recorded nothing\)"):
         run_compat(CompatOptions(("b10001",), repo, check=True), lambda t, _o: _result(t, True))
     assert ((repo / RESULTS_FILE).read_bytes(), (repo / "README.md").read_bytes()) == before
+
+
+def test_the_media_outcome_says_what_the_smokes_media_part_did() -> None:
+    def report(*checks: Check, notes: tuple[str, ...] = ()) -> SmokeReport:
+        return SmokeReport("linux-x86_64", "passed", checks=list(checks), notes=list(notes))
+
+    image = Check("media: plain generation after an image produced tokens", True)
+    mtp = Check("media: MTP output identical to plain greedy", True)
+    refused = Check("media: MTP refused as not in this release", True)
+    assert media_outcome(report(image, mtp)) == "image generation passed, with draft-mtp too"
+    assert "MTP with media refused" in media_outcome(report(image, refused))
+    assert media_outcome(report(image, Check(mtp.name, False))) == "media failed"
+    assert media_outcome(report(notes=("media: not run (no libmtmd)",))) == "not run (no libmtmd)"
+    assert media_outcome(report(Check("agree: accepted > 0", True))) == ""

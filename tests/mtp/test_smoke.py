@@ -16,6 +16,7 @@ from generator.smoke import (
     MTP_MODE,
     STRATEGY_RUNS,
     check_results,
+    media_checks,
     not_run_reason,
     run_driver,
     run_smoke,
@@ -301,3 +302,36 @@ def test_gates_of_a_platform_built_but_not_run_here(tree_b11312: Path, tmp_path:
                              "smoke": "not-run"}  # fmt: skip
     assert "macOS" in data["details"]["smoke"]
     assert "compiled object" in data["details"]["layout"]
+
+
+def _media_part(**changes: Any) -> dict[str, Any]:
+    run = {**_run([5, 6, 7], 0, 0), "image_rows": 12, "image_positions": 4}
+    mtp = {**_run([5, 6, 7], 3, 3), "image_rows": 12, "image_positions": 4}
+    return {"plain": run, "mtp": mtp, "embd_supported": True, **changes}
+
+
+def test_media_checks_fail_each_way() -> None:
+    def failed(part: dict[str, Any]) -> list[str]:
+        checks, _rows, _notes = media_checks(part)
+        return [c.name for c in checks if not c.ok]
+
+    assert failed(_media_part()) == []
+    other = {**_media_part()["mtp"], "tokens": [5, 6, 8]}
+    assert failed(_media_part(mtp=other)) == ["media: MTP output identical to plain greedy"]
+    idle = _media_part()["mtp"] | {"metrics": _run([5, 6, 7], 0, 0)["metrics"]}
+    assert failed(_media_part(mtp=idle)) == ["media: MTP drafted and accepted"]
+    no_rows = _media_part()["plain"] | {"image_rows": 0}
+    assert failed(_media_part(plain=no_rows)) == [
+        "media: the image became rows of the model's input"
+    ]
+    # MTP refused: right only where the wrapper says the release takes no media rows
+    refused = {"refused": "takes token batches only"}
+    assert failed(_media_part(mtp=refused, embd_supported=False)) == []
+    assert failed(_media_part(mtp=refused)) == ["media: MTP refused as not in this release"]
+    assert failed({"plain": {"refused": "x"}, "mtp": refused}) == [
+        "media: plain generation after an image runs"
+    ]
+    # libmtmd missing where the bindings declare it fails; bindings without it leave a note
+    assert failed({"absent": "no file", "expected": True}) == ["media: libmtmd present"]
+    checks, _rows, notes = media_checks({"absent": "not bound", "expected": False})
+    assert checks == [] and notes == ["media: not run (not bound)"]

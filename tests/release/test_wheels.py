@@ -22,7 +22,7 @@ from generator.release.wheels import (
     distribution_name,
     wheel_version,
 )
-from generator.smoke import PASSED, run_smoke
+from generator.smoke import PASSED, SmokeReport, run_smoke
 from tests.conftest import BuildFactory
 from tests.release.real_release import release_pinned
 
@@ -141,6 +141,14 @@ def test_cpu_wheel_installs_offline_and_runs_the_smoke(release_dir: Path, tmp_pa
     names = {c.name for c in report.checks}
     assert "agree: MTP output identical to plain greedy" in names
     assert "ngram-simple: output identical to plain greedy" in names
+    _ran_media(report)
+
+
+def _ran_media(report: SmokeReport) -> None:
+    """The smoke's media part ran from the installed wheel: its libmtmd loaded and generated
+    after an image, with draft-mtp too."""
+    names = {c.name for c in report.checks if c.ok}
+    assert "media: MTP output identical to plain greedy" in names, report.table()
 
 
 @pytest.mark.slow
@@ -175,6 +183,7 @@ def test_vulkan_wheel_runs_the_smoke_on_lavapipe(release_dir: Path, tmp_path: Pa
         "linux-x86_64", None, empty, tmp_path / "smoke", backend="vulkan", python=[str(python)]
     )
     assert report.status == PASSED, report.table()
+    _ran_media(report)
 
 
 @pytest.mark.slow
@@ -196,6 +205,7 @@ def test_aarch64_wheel_runs_the_smoke_under_qemu(release_dir: Path, tmp_path: Pa
     assert _wheels(release_dir)["linux-aarch64"] in proc.stdout
     report = run_smoke("linux-aarch64", None, site, tmp_path / "smoke")
     assert report.status == PASSED, report.table()
+    _ran_media(report)
 
 
 @pytest.mark.slow
@@ -211,7 +221,8 @@ def test_windows_wheel_tags_contents_and_dll_imports(release_dir: Path, tmp_path
         ]  # fmt: skip
     assert tag_lines == ["Tag: py3-none-win_amd64"]
     runtime = ("libstdc++-6.dll", "libgcc_s_seh-1.dll", "libgomp-1.dll", "libwinpthread-1.dll")
-    ours = ("libllama.dll", "ggml.dll", "ggml-base.dll", "ggml-cpu.dll", "libllama_mtp.dll")
+    ours = ("libllama.dll", "ggml.dll", "ggml-base.dll", "ggml-cpu.dll", "libllama_mtp.dll",
+            "libmtmd.dll")  # fmt: skip
     for name in (*runtime, *ours, "libllama_bindgen_abi.dll"):
         assert f"llama_bindings/lib/{name}" in names
         assert f"lib/{name}" in info["libraries"]
