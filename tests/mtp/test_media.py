@@ -211,6 +211,11 @@ def chat_turn(text: str, media: bytes) -> dict[str, Any]:
     return {"role": "user", "content": parts}
 
 
+def follow_up(first: list[dict[str, Any]], reply: str, text: str) -> list[dict[str, Any]]:
+    """``first``, the assistant's ``reply`` and the user's next ``text``."""
+    return [*first, {"role": "assistant", "content": reply}, {"role": "user", "content": text}]
+
+
 @pytest.mark.parametrize("mtp", [False, True], ids=["plain", "draft-mtp"])
 def test_a_second_chat_turn_keeps_the_image(
     runtime: Any, libs: Any, files: dict[str, Path], mtp: bool
@@ -221,11 +226,7 @@ def test_a_second_chat_turn_keeps_the_image(
     with open_model(runtime, libs, files, load_mtp=mtp) as model:
         with runtime.Context(model, n_ctx=N_CTX, speculative=spec) as ctx:
             reply = ctx.chat(first, max_tokens=6)
-            second = [
-                *first,
-                {"role": "assistant", "content": reply.text},
-                {"role": "user", "content": "and more?"},
-            ]
+            second = follow_up(first, reply.text, "and more?")
             again = ctx.chat(second, max_tokens=6)
         with runtime.Context(model, n_ctx=N_CTX, speculative=spec) as fresh:
             expected = fresh.chat(second, max_tokens=6)
@@ -239,6 +240,41 @@ def test_a_second_chat_turn_keeps_the_image(
     assert again.metrics.prompt_reuse.value in ("kept", "checkpoint")
     assert again.metrics.reused_prompt_tokens >= image_end  # the image was not encoded again
     assert by_generate.tokens == reply.tokens
+
+
+@pytest.mark.parametrize("mtp", [False, True], ids=["plain", "draft-mtp"])
+def test_a_saved_state_keeps_the_image(
+    runtime: Any, libs: Any, files: dict[str, Path], mtp: bool
+) -> None:
+    """A state saved after a turn with an image, loaded into a fresh context, continues the
+    chat as the context that saved it does, without encoding the image again."""
+    mode = runtime.SpeculativeMode.DRAFT_MTP if mtp else runtime.SpeculativeMode.NONE
+    spec = runtime.SpeculativeDecoding(mode)
+    first = [chat_turn("what is this? ", BLACK)]
+    with open_model(runtime, libs, files, load_mtp=mtp) as model:
+        with runtime.Context(model, n_ctx=N_CTX, speculative=spec) as ctx:
+            reply = ctx.chat(first, max_tokens=6)
+            state = ctx.save_state()
+            one = ctx.save_state(seq=0)
+            second = follow_up(first, reply.text, "and then?")
+            live = ctx.chat(second, max_tokens=6)
+        for saved in (state, one):
+            with runtime.Context(model, n_ctx=N_CTX, speculative=spec) as fresh:
+                fresh.load_state(saved)
+                again = fresh.chat(second, max_tokens=6)
+            assert again.tokens == live.tokens
+            assert again.metrics.prompt_reuse.value in ("kept", "checkpoint")
+            assert again.metrics.reused_prompt_tokens == live.metrics.reused_prompt_tokens
+
+
+def test_a_saved_state_with_media_out_of_place_is_refused(runtime: Any) -> None:
+    from llama_bindings.runtime.state import SavedState
+
+    saved = SavedState({}, "sequence", [[5, -9, -9, 6]], b"t", b"", [[(1, 2, 3)]])
+    assert SavedState.from_bytes(saved.to_bytes()).media == [[(1, 2, 3)]]
+    moved = SavedState({}, "sequence", [[5, -9, -9, 6]], b"t", b"", [[(2, 2, 3)]])
+    with pytest.raises(runtime.LlamaStateError, match="not where its sequence holds media"):
+        SavedState.from_bytes(moved.to_bytes())
 
 
 def image_message(url: str) -> dict[str, Any]:
@@ -270,9 +306,6 @@ def test_misuse_is_refused_with_typed_errors(
                 ctx.chat([image_message("https://example.invalid/x.png")])
             with pytest.raises(runtime.LlamaMediaError, match="base64"):
                 ctx.chat([image_message("data:image/png;base64,@@@")])
-            ctx.generate("<__media__>.", media=[image], max_tokens=1)
-            with pytest.raises(runtime.LlamaUnsupportedError, match="holding media"):
-                ctx.save_state()
         with runtime.Context(model, n_ctx=256) as small:  # test-1.jpeg alone is 300 cells
             with pytest.raises(ValueError, match="cells"):
                 small.generate("<__media__>.", media=[image])

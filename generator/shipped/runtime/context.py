@@ -348,12 +348,6 @@ class Context:
         sequence of a context on the same model, release and speculative setup."""
         session, sidecar = self._session, self._sidecar
         self._check_state_call(seq)
-        scoped = session.sequences if seq is None else [session.sequences[seq]]
-        if any(s.spans for s in scoped):
-            raise LlamaUnsupportedError(
-                "a sequence holding media (images, audio) cannot be saved yet: its state would "
-                "not say where the media sit"
-            )
         draft = sidecar.draft_context() if sidecar is not None else self.ffi.NULL
         if seq is None:
             held = [list(s.tokens) for s in session.sequences]
@@ -367,7 +361,9 @@ class Context:
             drafted = session.seq_state(draft, seq) if draft != self.ffi.NULL else b""
         scope = "context" if seq is None else "sequence"
         identity = {**self._identity(), "kv_streams": session.kv_streams}
-        return SavedState(identity, scope, held, target, drafted).to_bytes()
+        scoped = session.sequences[: len(held)] if seq is None else [session.sequences[seq]]
+        media = [list(s.spans) for s in scoped]
+        return SavedState(identity, scope, held, target, drafted, media).to_bytes()
 
     def load_state(
         self, state: bytes, tokens: Sequence[int] | None = None, *, seq: int | None = None
@@ -444,14 +440,17 @@ class Context:
                     "llama.cpp rejected the saved state (what it was loaded into is emptied): "
                     + ("; ".join(errors) or "no reason logged")
                 )
+        media = saved.media or [[] for _ in saved.held]
         if saved.scope == "context":
             for held in session.sequences:
                 held.forget()
             for i, tokens in enumerate(saved.held):
                 session.sequences[i].tokens = list(tokens)
+                session.sequences[i].spans = list(media[i])
         else:
             session.sequences[into].forget()
             session.sequences[into].tokens = list(saved.held[0])
+            session.sequences[into].spans = list(media[0])
         if sidecar is not None:  # drops a draft the sidecar may still hold
             for i, held in enumerate(session.sequences):
                 if saved.scope == "context" or i == into:

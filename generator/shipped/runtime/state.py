@@ -5,7 +5,8 @@ llama.cpp release, the model, the speculative setup), so that loading it elsewhe
 with the difference named instead of continuing from a state that does not fit.
 
 Layout: ``LLBSTATE``, the format number and the header's length (little-endian ``uint32``), the
-header (JSON: identity, scope, each sequence's token count, part sizes, the payload's SHA-256),
+header (JSON: identity, scope, each sequence's token count, part sizes, the payload's SHA-256,
+and where a sequence holds media, ``media``: each item's first index, positions and extra cells),
 then the payload: the tokens (``int32``, sequence after sequence), the target's state, the draft
 context's. The scope is ``context`` (every sequence, ``llama_state_get_data``) or ``sequence``
 (one, ``llama_state_seq_get_data``: it loads into any sequence). The n-gram strategies' state is
@@ -16,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ..errors import LlamaStateError
@@ -36,6 +37,10 @@ def is_saved_state(data: bytes) -> bool:
     return data[: len(MAGIC)] == MAGIC
 
 
+# a media item a sequence holds: (first index, positions it advances, cells beyond them)
+Span = tuple[int, int, int]
+
+
 @dataclass(frozen=True)
 class SavedState:
     identity: dict[str, Any]
@@ -43,6 +48,7 @@ class SavedState:
     held: list[list[int]]  # the tokens of each sequence (one list for scope "sequence")
     target: bytes
     draft: bytes
+    media: list[list[Span]] = field(default_factory=list)  # each sequence's; [] when none
 
     def to_bytes(self) -> bytes:
         tokens = [t for seq in self.held for t in seq]
@@ -56,6 +62,8 @@ class SavedState:
             "draft_bytes": len(self.draft),
             "sha256": hashlib.sha256(payload).hexdigest(),
         }
+        if any(self.media):
+            header["media"] = [[list(span) for span in spans] for spans in self.media]
         text = json.dumps(header, sort_keys=True).encode("utf-8")
         return _HEAD.pack(MAGIC, FORMAT, len(text)) + text + payload
 
@@ -89,7 +97,7 @@ class SavedState:
         target = payload[4 * n_tokens : 4 * n_tokens + n_target]
         draft = payload[len(payload) - n_draft :] if n_draft else b""
         identity = {key: header.get(key) for key in (*IDENTITY_KEYS, *LAYOUT_KEYS)}
-        return cls(identity, scope, held, target, draft)
+        return cls(identity, scope, held, target, draft, _media(header.get("media"), held))
 
     def check_fits(self, current: dict[str, Any]) -> None:
         """:class:`LlamaStateError` naming the first difference from ``current``."""
@@ -126,6 +134,32 @@ def _counts(counts: object, total: int, n_seq: int | None) -> list[int]:
     ):
         raise LlamaStateError(f"the saved state's token counts {counts!r} do not add up")
     return counts
+
+
+def _media(media: object, held: list[list[int]]) -> list[list[Span]]:
+    """Each sequence's media items (none when the header has no ``media``): each a run of
+    placeholders (negative values) inside what the sequence holds."""
+    if media is None:
+        return [[] for _ in held]
+    if not isinstance(media, list) or len(media) != len(held):
+        raise LlamaStateError("the saved state's media do not match its sequences")
+    found: list[list[Span]] = []
+    for spans, tokens in zip(media, held, strict=True):
+        if not isinstance(spans, list):
+            raise LlamaStateError("the saved state's media do not match its sequences")
+        checked: list[Span] = []
+        for span in spans:
+            if not (isinstance(span, list) and len(span) == 3 and all(_count(n) for n in span)):
+                raise LlamaStateError(f"the saved state's media item {span!r} is not readable")
+            start, n_pos, extra = span
+            inside = tokens[start : start + n_pos]
+            if n_pos < 1 or len(inside) != n_pos or any(t >= 0 for t in inside):
+                raise LlamaStateError(
+                    f"the saved state's media item {span!r} is not where its sequence holds media"
+                )
+            checked.append((start, n_pos, extra))
+        found.append(checked)
+    return found
 
 
 def _sizes(header: dict[str, Any]) -> tuple[int, int, int]:
