@@ -23,6 +23,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "generator.commands.bump",
     "generator.commands.compat",
     "generator.commands.diff",
+    "generator.commands.doctor",
     "generator.commands.fetch",
     "generator.commands.fetch_model",
     "generator.commands.gates",

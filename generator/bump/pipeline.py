@@ -35,28 +35,22 @@ from generator.bump.gates import (
     summarise,
     to_json,
 )
+from generator.bump.readiness import DOCTOR_HINT, default_keys, key_readiness
 from generator.diff.compare import compare
 from generator.diff.model import summary
 from generator.diff.report import render_json, render_markdown
 from generator.emit import PACKAGE_NAME, emit_package
 from generator.errors import BindgenError
 from generator.ir.interface import Interface
-from generator.native.build import backend_missing_tools
-from generator.native.host import execution_here
 from generator.parse.frontend import parse_tree
 from generator.paths import TAG_SOURCES, default_cache_dir
 from generator.platforms import (
     GPU_BACKEND_APT,
-    GPU_BACKEND_BUILDS,
-    PLATFORMS,
-    CannotRunError,
-    gate_key,
     get_platform,
     host_platform_name,
     split_key,
 )
 from generator.releases import load_document, load_releases
-from generator.smoke.devices import driver_missing_reason
 from generator.sources.fetch import FetchResult, fetch_tree
 from generator.sources.licenses import llama_license
 from generator.sources.tag_sources import load_tag_sources
@@ -83,40 +77,23 @@ class BumpOptions:
     platforms: tuple[str, ...] = ()
 
 
-def _default_keys() -> list[str]:
-    """Every platform's CPU build, and the GPU builds this tool makes (``linux-x86_64-vulkan``)."""
-    keys = sorted(PLATFORMS)
-    for backend, platforms in sorted(GPU_BACKEND_BUILDS.items()):
-        keys += [gate_key(name, backend) for name in platforms]
-    return keys
-
-
 def _buildable(requested: tuple[str, ...]) -> tuple[list[str], dict[str, str]]:
     """Platforms (and GPU backends, keyed ``<platform>-<backend>``) whose every gate can run here:
     built on this machine (toolchain and backend tools installed) and its programs runnable
-    (natively, under qemu or wine) for the smoke gate. Named ones are taken as asked; a gate that
-    then cannot run is not-run, and the bump records nothing. Returns the chosen keys (the host
-    first) and why each other one was left out."""
-    names = list(requested) if requested else _default_keys()
+    (natively, under qemu or wine) for the smoke gate (``readiness.key_readiness``). Named ones
+    are taken as asked; a gate that then cannot run is not-run, and the bump records nothing.
+    Returns the chosen keys (the host first) and why each other one was left out (naming
+    ``doctor``)."""
+    names = list(requested) if requested else default_keys()
     host = host_platform_name()
     chosen: list[str] = []
     skipped: dict[str, str] = {}
     for name in names:
-        platform_name, backend = split_key(name)
-        plat = get_platform(platform_name)
-        why = plat.why_not_buildable(host) or backend_missing_tools(backend)
-        if why and requested:
-            raise BumpFailed(f"{name}: {why}")
-        if why:
-            skipped[name] = why
-            continue
-        try:
-            execution_here(plat)
-            no_device = None if requested else driver_missing_reason(backend)
-        except CannotRunError as exc:
-            no_device = None if requested else str(exc)
-        if no_device is not None:
-            skipped[name] = f"its smoke gate cannot run here ({no_device})"
+        found = key_readiness(name, host)
+        if found.cannot_build and requested:
+            raise BumpFailed(f"{name}: {found.cannot_build}")
+        if not requested and not found.ready:
+            skipped[name] = f"{found.verdict}; {DOCTOR_HINT}"
             continue
         chosen.append(name)
     chosen.sort(key=lambda n: (n != host, n))  # the host's CPU build first: the strictest gates

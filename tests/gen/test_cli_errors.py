@@ -67,6 +67,7 @@ BAD_INPUTS: list[tuple[tuple[str, ...], str]] = [
     (("bump", "nosuchtag", "--no-github", "--repo", "{checkout}"), "no provider to try"),
     (("bump", "b11312", "--repo", "{tmp}/nowhere"), "not a llama-bindgen checkout"),
     (("diff", "{tmp}/missing.json", str(PACKAGE)), "no such file or folder"),
+    (("doctor", "--platform", "linux-sparc"), "--platform linux-sparc: not a build key"),
     (("fetch", ""), "empty REF"),
     (("fetch", "b1", "--no-github", "--source", "{tmp}/nothing"), "no such file or folder"),
     (("fetch-model", "gemma3-1b"), "unknown model 'gemma3-1b': known models are gemma3-270m"),

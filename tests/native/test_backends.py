@@ -149,25 +149,26 @@ def test_gate_keys_name_platform_and_backend() -> None:
 def test_bump_gates_the_vulkan_build_by_default_when_its_tools_are_here(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from generator.bump import pipeline
+    from generator.bump import pipeline, readiness
     from generator.native import vulkan as vulkan_module
 
-    assert "linux-x86_64-vulkan" in pipeline._default_keys()
+    assert "linux-x86_64-vulkan" in readiness.default_keys()
     chosen, skipped = pipeline._buildable(())
     assert "linux-x86_64-vulkan" in chosen and chosen[0] == "linux-x86_64"
     monkeypatch.setattr(vulkan_module, "TOOLS", ("no-such-glslc",))
     chosen, skipped = pipeline._buildable(())
     assert "linux-x86_64-vulkan" not in chosen
     assert "no-such-glslc" in skipped["linux-x86_64-vulkan"]
+    assert "llama-bindgen doctor" in skipped["linux-x86_64-vulkan"]
 
 
 def test_bump_leaves_out_the_gpu_builds_this_machine_cannot_make_and_says_why(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from generator.bump import pipeline
+    from generator.bump import pipeline, readiness
 
     monkeypatch.setattr(native, "cuda_compiler", lambda: None)
-    keys = pipeline._default_keys()
+    keys = readiness.default_keys()
     assert {"linux-x86_64-cuda", "macos-arm64-metal"} <= set(keys)
     chosen, skipped = pipeline._buildable(())
     assert "linux-x86_64-cuda" not in chosen and "needs nvcc" in skipped["linux-x86_64-cuda"]
@@ -180,12 +181,12 @@ def test_bump_leaves_out_a_gpu_build_whose_driver_is_missing_unless_named(
     """A CUDA build can be made here (cuBLAS from PyPI), but its smoke cannot run without
     NVIDIA's driver: a default bump leaves it out with that reason (it would record nothing);
     named, it is built and its smoke is not-run."""
-    from generator.bump import pipeline
+    from generator.bump import pipeline, readiness
     from generator.smoke import devices
 
-    monkeypatch.setattr(pipeline, "backend_missing_tools", lambda backend: "")
+    monkeypatch.setattr(readiness, "backend_missing_tools", lambda backend: "")
     monkeypatch.setattr(devices, "_cuda_driver_missing", lambda: "no NVIDIA driver (test)")
-    monkeypatch.setattr(pipeline, "driver_missing_reason", devices.driver_missing_reason)
+    monkeypatch.setattr(readiness, "driver_missing_reason", devices.driver_missing_reason)
     chosen, skipped = pipeline._buildable(())
     assert "linux-x86_64-cuda" not in chosen
     assert "no NVIDIA driver (test)" in skipped["linux-x86_64-cuda"]
