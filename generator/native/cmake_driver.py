@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -11,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from generator.errors import BindgenError
+from generator.progress import show_step, step_line
 
 _NINJA_STEP = re.compile(r"^\[(\d+)/(\d+)\]")
 
@@ -48,14 +50,19 @@ def run_step(
     """Run ``argv`` writing all its output to ``log``; report Ninja's [N/M] steps as progress.
 
     Progress lines go out at most every 5% of the steps (and the last one), so a 2-core build
-    prints about twenty lines. A nested build's own [N/M] (ggml-vulkan builds its shader
-    generator as a sub-project) is not the build's progress: only the largest M counts.
+    prints about twenty lines; on a terminal (outside CI) one live line shows every step and
+    the elapsed time instead (``generator.progress``). A nested build's own [N/M] (ggml-vulkan
+    builds its shader generator as a sub-project) is not the build's progress: only the largest
+    M counts.
     """
     log.parent.mkdir(parents=True, exist_ok=True)
     progress(f"{label} (log: {log})")
     last_pct = -5
     largest_total = 0
-    with log.open("w", encoding="utf-8") as fh:
+    live_line = step_line(label)  # on a terminal: one live line instead of the step lines
+    with log.open("w", encoding="utf-8") as fh, contextlib.ExitStack() as stack:
+        if live_line is not None:
+            stack.callback(live_line.close)
         fh.write("$ " + " ".join(argv) + "\n")
         fh.flush()
         try:
@@ -81,7 +88,9 @@ def run_step(
                 if total > largest_total:
                     largest_total, last_pct = total, -5
                 pct = 100 * done // max(total, 1)
-                if pct >= last_pct + 5 or done == total:
+                if live_line is not None:
+                    show_step(live_line, done, total)
+                elif pct >= last_pct + 5 or done == total:
                     last_pct = pct
                     progress(f"{label}: step {done}/{total}")
         rc = proc.wait()

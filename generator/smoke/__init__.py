@@ -44,6 +44,7 @@ from generator.emit.wrapper_contract import (
 )
 from generator.native.host import execution_here
 from generator.platforms import CannotRunError, Execution, Platform, get_platform
+from generator.progress import ticking
 from generator.smoke.devices import (
     ALL_LAYERS,
     DEVICE_PREFIX,
@@ -370,10 +371,11 @@ def run_driver(
     env.update(extra_env or {})
     env["PYTHONPATH"] = str(bindings_parent.resolve())
     env["PYTHONDONTWRITEBYTECODE"] = "1"
-    proc = subprocess.run(
-        [*command, str(DRIVER), str(plan_path)],
-        capture_output=True, text=True, env=env, timeout=DRIVER_TIMEOUT_S, check=False,
-    )  # fmt: skip
+    with ticking(f"smoke: the driver runs ({' '.join(Path(c).name for c in command[:2])})"):
+        proc = subprocess.run(
+            [*command, str(DRIVER), str(plan_path)],
+            capture_output=True, text=True, env=env, timeout=DRIVER_TIMEOUT_S, check=False,
+        )  # fmt: skip
     (work / "driver-stderr.log").write_text(proc.stderr, encoding="utf-8")
     return driver_result(proc)
 

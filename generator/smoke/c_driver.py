@@ -14,6 +14,7 @@ from typing import Any
 
 from generator.native.host import host_toolchain
 from generator.platforms import Execution, Platform
+from generator.progress import ticking
 from generator.smoke import driver_result
 from generator.sources import mtmd_api
 
@@ -98,10 +99,11 @@ def _run_driver(
     run: Execution, exe: Path, argv: list[str], log: Path, what: str
 ) -> tuple[dict[str, Any] | None, str]:
     """One driver run (``argv``, the platform's prefix first), logged; its result."""
-    proc = subprocess.run(
-        argv, capture_output=True, text=True, check=False, timeout=RUN_TIMEOUT_S,
-        env={**os.environ, **run.env}, cwd=exe.parent,
-    )  # fmt: skip
+    with ticking(f"smoke: the C driver runs {run.how} ({what})"):
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, check=False, timeout=RUN_TIMEOUT_S,
+            env={**os.environ, **run.env}, cwd=exe.parent,
+        )  # fmt: skip
     with log.open("a", encoding="utf-8") as fh:
         fh.write(f"$ {' '.join(argv)}\nexit {proc.returncode}\n{proc.stdout}{proc.stderr}\n")
     return driver_result(proc, what)

@@ -19,6 +19,7 @@ from tqdm import tqdm
 from urllib3.util.retry import Retry
 
 from generator.errors import SourceError
+from generator.progress import live
 
 CONNECT_TIMEOUT_S = 10.0
 READ_TIMEOUT_S = 60.0
@@ -87,7 +88,7 @@ def download(
                     unit_scale=True,
                     desc=dest.name,
                     file=sys.stderr,
-                    disable=not sys.stderr.isatty(),
+                    disable=not live(),
                     leave=False,
                 ) as bar,
             ):

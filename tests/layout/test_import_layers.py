@@ -11,7 +11,7 @@ from tests.repo import REPO_ROOT
 # own layer: the parts of a layer are independent of each other.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("__init__", "errors"),
-    ("paths", "jsontext", "hashing", "symbols", "debs"),
+    ("paths", "jsontext", "hashing", "symbols", "debs", "progress"),
     ("templating",),
     ("platforms", "releases", "testmodel", "testimage"),
     ("testvision",),
