@@ -302,6 +302,10 @@ def test_misuse_is_refused_with_typed_errors(
                 ctx.generate([1, 2, 3], media=[WHITE])
             with pytest.raises(TypeError, match="media"):
                 ctx.generate_batch(["<__media__>."], media=[WHITE])
+            with open_model(runtime, libs, files) as other:
+                foreign = other.projector.tokenize("<__media__>.", [WHITE])
+                with pytest.raises(ValueError, match="another model's projector"):
+                    ctx.generate(foreign)
             with pytest.raises(runtime.LlamaUnsupportedError, match="not fetched"):
                 ctx.chat([image_message("https://example.invalid/x.png")])
             with pytest.raises(runtime.LlamaMediaError, match="base64"):

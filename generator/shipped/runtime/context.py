@@ -739,6 +739,9 @@ class Context:
             prompt = self._media_prompt(prompt, media, parse_special=False)
         media_prompt = None
         if isinstance(prompt, MediaPrompt):
+            if prompt.projector.model is not self.model:
+                raise ValueError("the MediaPrompt was tokenized by another model's projector")
+            prompt.projector.handle  # noqa: B018  (a closed projector raises)
             media_prompt, tokens = prompt, prompt.tokens
         elif isinstance(prompt, str):
             tokens = self.model.tokenize(prompt)

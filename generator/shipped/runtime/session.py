@@ -186,7 +186,12 @@ class NativeSession:
                 return None
             if span is not None:
                 assert media is not None
-                media.projector.decode(self.handle, span, begin, seq, mirror_rows)
+                try:
+                    media.projector.decode(self.handle, span, begin, seq, mirror_rows)
+                except LlamaRuntimeError:
+                    if run.cancelled():  # llama.cpp's decode stopped by the abort callback
+                        return None
+                    raise
                 held.spans.append((begin, span.n_pos, max(0, span.n_tokens - span.n_pos)))
                 held.tokens.extend(tokens[begin:end])
                 continue
