@@ -12,6 +12,8 @@ predicts ``tok + k``. Expected outputs are therefore known exactly.
 
 from __future__ import annotations
 
+import importlib
+import math
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,8 @@ from tests.mtp.test_lifetimes import PREAMBLE as LIFETIME_PREAMBLE
 pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]
 
 PROMPT = [10, 11, 12]
+INVOCATION = [7, 8, 9]  # the test aLoRAs' invocation tokens
+ALORA_PROMPT = [10, 11, 12, 7, 8, 9, 20, 21]  # they start at 3: the aLoRA applies from 2
 BASE = (13, 14, 15, 16, 17, 18)  # the trunk's tok -> tok + 1
 
 
@@ -88,8 +92,17 @@ def loras(models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> 
         "not_transposed": {"output.weight": (eye[:16], shift2[:, :8])},
     }
     written = {name: write_lora(folder / f"{name}.gguf", t) for name, t in lora.items()}
+    rng = np.random.default_rng(7)
+    a, b = rng.standard_normal((4, embd)) * 0.3, rng.standard_normal((32, 4)) * 0.3
+    kv = {"blk.1.attn_v.weight": (a, b)}  # changes the cache, not only the head
     return {
-        "shift2": shift_lora(folder / "shift2.gguf", plain, 2, invocation=[7, 8, 9]),
+        "shift2": shift_lora(folder / "shift2.gguf", plain, 2),
+        "alora2": shift_lora(folder / "alora2.gguf", plain, 2, invocation=INVOCATION),
+        "alora2_agree": shift_lora(
+            folder / "alora2_agree.gguf", models["agree"], 2, invocation=INVOCATION
+        ),
+        "kv_alora": write_lora(folder / "kv_alora.gguf", kv, invocation=INVOCATION),
+        "kv_lora": write_lora(folder / "kv_lora.gguf", kv),
         "shift3": shift_lora(folder / "shift3.gguf", plain, 3),
         "other_arch": shift_lora(folder / "other_arch.gguf", plain, 2, arch="llama"),
         **written,
@@ -129,7 +142,7 @@ def test_metadata_and_alora_invocation_tokens(
     runtime: Any, libs: Any, models: dict[str, Path], loras: dict[str, Path]
 ) -> None:
     with runtime.Model(models["plain"], libs=libs) as model:
-        adapter = model.load_lora(loras["shift2"])
+        adapter = model.load_lora(loras["alora2"])
         assert adapter.metadata["general.type"] == "adapter"
         assert adapter.metadata["adapter.type"] == "lora"
         assert adapter.metadata_value("general.architecture") == "qwen35"
@@ -137,6 +150,104 @@ def test_metadata_and_alora_invocation_tokens(
         assert adapter.alpha == 64.0
         assert adapter.invocation_tokens == [7, 8, 9]
         assert model.load_lora(loras["shift3"]).invocation_tokens == []
+
+
+def test_an_alora_applies_only_from_its_invocation_tokens(
+    runtime: Any, libs: Any, models: dict[str, Path], loras: dict[str, Path]
+) -> None:
+    with runtime.Model(models["plain"], libs=libs) as model, runtime.Context(model) as ctx:
+        ctx.set_loras({model.load_lora(loras["alora2"]): 1.0})
+        assert ctx.generate(PROMPT, max_tokens=6).tokens == BASE  # no invocation: off
+        assert ctx.generate(ALORA_PROMPT, max_tokens=4).tokens == (23, 25, 27, 29)  # on: +2
+        assert ctx.generate(PROMPT, max_tokens=3).tokens == BASE[:3]  # off again
+
+
+def _log_softmax(values: list[float]) -> list[float]:
+    peak = max(values)
+    total = peak + math.log(math.fsum(math.exp(x - peak) for x in values))
+    return [x - total for x in values]
+
+
+def _split_reference(runtime: Any, model: Any, adapter: Any, boundary: int) -> list[float]:
+    """Log-probabilities after ALORA_PROMPT computed by hand: the tokens before ``boundary``
+    decoded without the adapter, the rest with it (llama_set_adapters_lora between)."""
+    llama, ffi = model.llama, model.ffi
+    with runtime.Context(model, n_ctx=128) as ctx:
+        for begin, end, on in ((0, boundary, False), (boundary, len(ALORA_PROMPT), True)):
+            adapters = ffi.new("struct llama_adapter_lora *[1]", [adapter.handle])
+            scales = ffi.new("float[1]", [1.0])
+            assert llama.llama_set_adapters_lora(ctx.handle, adapters, 1 if on else 0, scales) == 0
+            batch = llama.llama_batch_init(end - begin, 0, 1)
+            fill = importlib.import_module("llama_bindings.runtime.session").fill_batch
+            fill(batch, ALORA_PROMPT[begin:end], begin)
+            assert llama.llama_decode(ctx.handle, batch) == 0
+            llama.llama_batch_free(batch)
+        logits = ffi.unpack(llama.llama_get_logits_ith(ctx.handle, -1), model.n_vocab)
+    return _log_softmax(logits)
+
+
+def test_an_alora_leaves_the_tokens_before_its_boundary_to_the_base_model(
+    runtime: Any, libs: Any, models: dict[str, Path], loras: dict[str, Path]
+) -> None:
+    """With an aLoRA that changes the cache (on attn_v), the first token's log-probabilities
+    equal a decode by hand with the adapter off before the boundary and on after, and differ
+    from the same LoRA applied everywhere."""
+    boundary = ALORA_PROMPT.index(INVOCATION[0]) - 1
+    with runtime.Model(models["plain"], libs=libs) as model:
+        alora, everywhere = model.load_lora(loras["kv_alora"]), model.load_lora(loras["kv_lora"])
+        expected = _split_reference(runtime, model, alora, boundary)
+        with runtime.Context(model, n_ctx=128) as ctx:
+            ctx.set_loras({alora: 1.0})
+            got = ctx.generate(ALORA_PROMPT, max_tokens=1, logprobs=4).logprobs[0]
+            ctx.set_loras({everywhere: 1.0})
+            plain = ctx.generate(ALORA_PROMPT, max_tokens=1, logprobs=4).logprobs[0]
+    assert got.token == max(range(len(expected)), key=expected.__getitem__)
+    for token, logprob in got.top:
+        assert logprob == pytest.approx(expected[token], abs=1e-3)
+    assert max(abs(a[1] - b[1]) for a, b in zip(got.top, plain.top, strict=True)) > 1e-3
+
+
+def test_alora_misuse_is_refused(
+    runtime: Any, libs: Any, models: dict[str, Path], loras: dict[str, Path]
+) -> None:
+    with runtime.Model(models["plain"], libs=libs) as model:
+        with runtime.Context(model, n_seq_max=2) as ctx:
+            ctx.set_loras({model.load_lora(loras["alora2"]): 1.0})
+            with pytest.raises(runtime.LlamaUnsupportedError, match="does not run aLoRAs"):
+                ctx.generate_batch([PROMPT, ALORA_PROMPT], max_tokens=2)
+            ctx.set_loras({model.load_lora(loras["alora2"]): 1.0,
+                           model.load_lora(loras["kv_alora"]): 1.0})  # fmt: skip
+            with pytest.raises(runtime.LlamaUnsupportedError, match="more than one aLoRA"):
+                ctx.generate(ALORA_PROMPT, max_tokens=2)
+
+
+def test_the_cache_kept_across_an_alora_boundary_is_only_what_was_computed_alike(
+    runtime: Any,
+) -> None:
+    memory = importlib.import_module("llama_bindings.runtime.session").SequenceMemory
+    never = importlib.import_module("llama_bindings.runtime.adapters").ALORA_NEVER
+    held = memory(tokens=list(range(10)), lora_from=4)
+    assert held.reusable(9, 4) == 9  # the same boundary: all of it
+    assert held.reusable(9, never) == 4  # the adapter off now: the part before its boundary
+    assert held.reusable(9, 0) == 0  # an adapter everywhere now
+    assert memory(tokens=[1, 2], lora_from=never).reusable(2, never) == 2
+
+
+def test_speculation_with_an_alora_equals_plain_greedy(
+    runtime: Any, libs: Any, models: dict[str, Path], loras: dict[str, Path]
+) -> None:
+    results = []
+    for mode in (runtime.SpeculativeMode.NONE, runtime.SpeculativeMode.DRAFT_MTP):
+        spec = runtime.SpeculativeDecoding(mode)
+        load_mtp = mode != runtime.SpeculativeMode.NONE
+        with runtime.Model(models["agree"], libs=libs, load_mtp=load_mtp) as model:
+            with runtime.Context(model, speculative=spec) as ctx:
+                ctx.set_loras({model.load_lora(loras["alora2_agree"]): 1.0})
+                results.append([ctx.generate(p, max_tokens=8) for p in (ALORA_PROMPT, PROMPT)])
+    (on, off), (fast_on, fast_off) = results
+    assert fast_on.tokens == on.tokens and fast_off.tokens == off.tokens
+    assert on.tokens != off.tokens[: len(on.tokens)]
+    assert fast_on.metrics.accepted_tokens > 0
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import codecs
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -222,6 +222,9 @@ class Plan:
     reuse_prefix: bool
     logprobs: int | None  # None: off; else the number of alternatives per token
     media: MediaPrompt | None = None  # the prompt's media, when it has any
+    # an aLoRA's boundary (ALORA_NEVER: off) and how to turn the adapters on or off; None: the
+    # adapters (if any) apply everywhere
+    alora: tuple[int, Callable[[bool], None]] | None = None
 
 
 def sampling_of(options: GenerateOptions, sampler: Any) -> Sampling | None:

@@ -186,6 +186,19 @@ class LoraAdapter:
         return f"LoraAdapter({self.path!r}, {state})"
 
 
+# An aLoRA boundary no prompt reaches: the adapter stays off for the whole generation.
+ALORA_NEVER = 1 << 31
+
+
+def last_occurrence(tokens: Sequence[int], sequence: Sequence[int]) -> int | None:
+    """Where the last occurrence of ``sequence`` in ``tokens`` starts (None: it does not)."""
+    n = len(sequence)
+    for start in range(len(tokens) - n, -1, -1):
+        if list(tokens[start : start + n]) == list(sequence):
+            return start
+    return None
+
+
 def check_loras(model: Model, loras: object) -> dict[LoraAdapter, float]:
     """``{adapter: scale}`` checked: adapters of ``model``, open, finite scales."""
     if not isinstance(loras, Mapping):
@@ -329,6 +342,7 @@ class ContextAdapters:
         self.session = session
         self.sidecar = sidecar
         self.loras: dict[LoraAdapter, float] = {}
+        self.applied = True  # whether the adapters are on the contexts (an aLoRA turns them off)
         self.bindings: dict[LoraAdapter, NativeObject] = {}
         self.control: tuple[tuple[int, ...], tuple[float, ...]] | None = None
         model_handle = model.handle
@@ -363,9 +377,35 @@ class ContextAdapters:
                 found.append(draft)
         return found
 
-    def _apply_loras(self) -> None:
+    def alora_boundary(self, tokens: Sequence[int]) -> int | None:
+        """Where the set aLoRA applies from in a generation after ``tokens``, as llama.cpp's
+        server rules: from one position before the last occurrence of its invocation tokens
+        (the tokens before it are computed without the adapter, so their cache is the base
+        model's), or :data:`ALORA_NEVER` when they do not occur (the adapter stays off). None
+        when the enabled adapters are not all aLoRAs: they apply everywhere. Two aLoRAs at once
+        are refused, as the server does."""
+        enabled = [a for a, scale in self.loras.items() if scale != 0.0 and a.native.alive]
+        if not enabled:
+            return None
+        invocations = [a.invocation_tokens for a in enabled]
+        if not all(invocations):
+            return None
+        if len(enabled) > 1:
+            raise LlamaUnsupportedError(
+                "more than one aLoRA is set: an aLoRA applies from its own invocation tokens, so "
+                "set one at a time (llama.cpp's server refuses this too)"
+            )
+        start = last_occurrence(tokens, invocations[0])
+        return ALORA_NEVER if start is None else max(0, start - 1)
+
+    def switch(self, on: bool) -> None:
+        """The set adapters on (``on``) or off, on every context they are set on."""
+        if on != self.applied:
+            self._apply_loras(on)
+
+    def _apply_loras(self, on: bool = True) -> None:
         set_all = _function(self.llama, "llama_set_adapters_lora", "LoRA adapters on a context")
-        pairs = [(a, s) for a, s in self.loras.items() if a.native.alive]
+        pairs = [(a, s) for a, s in self.loras.items() if a.native.alive] if on else []
         adapters = self.ffi.new("struct llama_adapter_lora *[]", max(1, len(pairs)))
         scales = self.ffi.new("float[]", max(1, len(pairs)))
         for i, (adapter, scale) in enumerate(pairs):
@@ -374,6 +414,7 @@ class ContextAdapters:
             status = int(set_all(ctx, adapters, len(pairs), scales))
             if status != 0:
                 raise LlamaRuntimeError(f"llama_set_adapters_lora failed ({status})")
+        self.applied = on
 
     def set_loras(self, loras: object, model: Model) -> None:
         """Set exactly ``loras`` (checked by :func:`check_loras`); nothing changes when they

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Unpack, cast
 
@@ -282,7 +282,14 @@ class Context:
         same model's weights); a draft model's context (draft-simple) runs without them, and
         the n-gram strategies have no context: drafts may then be accepted less often, output
         stays the target's, which verifies every draft with the adapters. Not while a stream of
-        the context is open."""
+        the context is open.
+
+        An activated LoRA (aLoRA: one whose GGUF names invocation tokens,
+        :attr:`LoraAdapter.invocation_tokens`) applies as llama.cpp's server applies it: from one
+        position before the last occurrence of its invocation tokens in the prompt (the tokens
+        before that are computed without it, so prefix reuse keeps them across generations
+        with and without it), and not at all in a generation whose prompt lacks them. One aLoRA
+        at a time; ``generate_batch`` refuses one."""
         self.handle  # noqa: B018  (a closed context raises)
         if self._busy:
             raise LlamaRuntimeError("the context is generating (a stream is open)")
@@ -633,6 +640,11 @@ class Context:
                 f"{n_seq_max} (Context(..., n_seq_max=N))"
             )
         plans = [self._plan(prompt, options) for prompt in prompts]
+        if any(plan.alora is not None for plan in plans):
+            raise LlamaUnsupportedError(
+                "generate_batch does not run aLoRAs yet (each sequence would need its own "
+                "boundary): generate each prompt with generate()"
+            )
         room = self._session.room
         # see _plan
         from .decoding import generate_sequences, log_metrics, running, speculate_sequences
@@ -759,8 +771,17 @@ class Context:
         return Plan(
             tokens, max_tokens, stop_sequences(options.get("stop")), options.get("on_token"),
             options.get("cancel"), sampling, sampler, grammar, reuse_prefix, logprobs,
-            media_prompt,
+            media_prompt, self._alora(tokens),
         )  # fmt: skip
+
+    def _alora(self, tokens: list[int]) -> tuple[int, Callable[[bool], None]] | None:
+        """A set aLoRA's boundary in a generation after ``tokens`` and the adapters' switch
+        (None: no aLoRA is set; see :meth:`set_loras`)."""
+        adapters = self.__dict__.get("_adapters")  # made only once adapters were used
+        if adapters is None:
+            return None
+        boundary = adapters.alora_boundary(tokens)
+        return None if boundary is None else (boundary, adapters.switch)
 
     def _check_logit_bias(self, sampling: Sampling) -> None:
         n_vocab = self.model.n_vocab

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from .. import constants
 from ..errors import LlamaRuntimeError
+from .adapters import ALORA_NEVER
 from .generation import Plan, Run
 from .results import LOGGER, Cancellation, FinishReason, GenerationResult
 from .sampling import Sampling, build_sampler
@@ -21,7 +22,6 @@ from .session import NativeSession
 
 if TYPE_CHECKING:
     from .context import Context
-    from .media import MediaPrompt
     from .speculative import Sidecar, SidecarCounts
 
 
@@ -62,29 +62,58 @@ def _prefill(
     start: int,
     run: Run,
     sidecar: Sidecar | None,
-    media: MediaPrompt | None,
+    plan: Plan,
 ) -> bool:
-    """``tokens[start:]`` decoded, with their media (and mirrored into the sidecar); False
-    when cancelled."""
+    """``tokens[start:]`` decoded, with their media (and mirrored into the sidecar); with an
+    aLoRA, the tokens before its boundary without the adapters and the rest with them, which
+    then stay on for the generation (off when the boundary is never reached). False when
+    cancelled."""
     n_batch = int(session.llama.llama_n_batch(session.handle))
     batch = session.llama.llama_batch_init(n_batch, 0, 1)
+    mirror = sidecar.process if sidecar is not None else None
+    rows = sidecar.process_rows if sidecar is not None else None
+    parts: list[tuple[int, int, bool | None]] = [(start, len(tokens), None)]
+    if plan.alora is not None:
+        boundary, switch = plan.alora
+        cut = _outside_media(plan, min(max(start, boundary), len(tokens)))
+        parts = [(start, cut, False), (cut, len(tokens), True)]
     try:
-        mirror = sidecar.process if sidecar is not None else None
-        rows = sidecar.process_rows if sidecar is not None else None
-        done = session.decode_prompt(
-            batch, tokens, start, run, mirror=mirror, media=media, mirror_rows=rows
-        )
-        return done is not None
+        for begin, end, adapters_on in parts:
+            if begin >= end:
+                continue
+            if adapters_on is not None:
+                switch(adapters_on)
+            done = session.decode_prompt(
+                batch, tokens[:end], begin, run, mirror=mirror, media=plan.media, mirror_rows=rows
+            )
+            if done is None:
+                return False
     finally:
         session.llama.llama_batch_free(batch)
+    if plan.alora is not None:
+        session.sequences[0].lora_from = boundary
+        switch(boundary != ALORA_NEVER)
+    return True
+
+
+def _outside_media(plan: Plan, cut: int) -> int:
+    """``cut``, or the first index of the media item it would fall inside."""
+    spans = plan.media.spans if plan.media is not None else {}
+    for first, span in spans.items():
+        if first < cut < first + span.n_pos:
+            return first
+    return cut
 
 
 def generate_plain(session: NativeSession, plan: Plan, sampler: Any, run: Run) -> Iterator[None]:
     """One token per ``llama_decode`` after the prompt (its common prefix with what the context
     holds kept when ``reuse_prefix``); yields after each accepted token."""
     tokens = plan.tokens
-    run.reused, run.reuse = session.reuse(tokens, len(tokens) - 1, plan.reuse_prefix, None)
-    if not _prefill(session, tokens, run.reused, run, None, plan.media):
+    lora_from = plan.alora[0] if plan.alora is not None else 0
+    run.reused, run.reuse = session.reuse(
+        tokens, len(tokens) - 1, plan.reuse_prefix, None, lora_from=lora_from
+    )
+    if not _prefill(session, tokens, run.reused, run, None, plan):
         return
     session.checkpoint(None)
     run.prompt_done()
@@ -122,9 +151,11 @@ def generate_mtp(
     tokens = plan.tokens
     after_media = len(tokens) > 1 and tokens[-2] < 0
     head = tokens if after_media else tokens[:-1]
-    limit = len(tokens) - 1
-    run.reused, run.reuse = session.reuse(tokens, limit, plan.reuse_prefix, sidecar)
-    if not _prefill(session, head, run.reused, run, sidecar, plan.media):
+    lora_from = plan.alora[0] if plan.alora is not None else 0
+    run.reused, run.reuse = session.reuse(
+        tokens, len(tokens) - 1, plan.reuse_prefix, sidecar, lora_from=lora_from
+    )
+    if not _prefill(session, head, run.reused, run, sidecar, plan):
         return
     session.checkpoint(sidecar)
     sidecar.begin([t for t in head if t >= 0])

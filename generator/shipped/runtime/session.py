@@ -56,11 +56,24 @@ class SequenceMemory:
     checkpoints: list[_Checkpoint] = field(default_factory=list)
     # media it holds: (first index, positions, KV cells beyond the positions)
     spans: list[tuple[int, int, int]] = field(default_factory=list)
+    # the first position computed with the context's LoRA adapters (an aLoRA's boundary;
+    # 0 without one): the positions before it were computed without them
+    lora_from: int = 0
 
     def forget(self, keep: int = 0) -> None:
         del self.tokens[keep:]
         self.checkpoints = [c for c in self.checkpoints if c.n_tokens <= keep]
         self.spans = [s for s in self.spans if s[0] < keep]
+        if keep == 0:
+            self.lora_from = 0
+
+    def reusable(self, common: int, lora_from: int) -> int:
+        """How much of a common prefix of ``common`` tokens a generation whose adapters apply
+        from ``lora_from`` can keep: all of it where the held positions were computed the same
+        way, else only the positions computed without adapters on both sides."""
+        if lora_from == self.lora_from:
+            return common
+        return min(common, lora_from, self.lora_from)
 
     @property
     def extra_cells(self) -> int:
@@ -224,15 +237,17 @@ class NativeSession:
         wanted: bool,
         sidecar: Sidecar | None,
         seq: int = 0,
+        lora_from: int = 0,
     ) -> tuple[int, PromptReuse]:
         """Keep the longest common prefix (at most ``limit`` tokens) of what sequence ``seq``
         holds and ``tokens``, in the target and the sidecar, drop the rest; how many are kept
-        and how."""
+        and how. ``lora_from``: where this generation's LoRA adapters apply from (an aLoRA)."""
         if not wanted:
             self.clear(sidecar, seq)
             return 0, PromptReuse.OFF
         held = self.sequences[seq]
-        common = held.cut_point(min(common_prefix(held.tokens, tokens), limit))
+        common = min(common_prefix(held.tokens, tokens), limit)
+        common = held.cut_point(held.reusable(common, lora_from))
         if common == 0:
             self.clear(sidecar, seq)
             return 0, PromptReuse.NONE
