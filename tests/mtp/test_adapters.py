@@ -207,6 +207,34 @@ def test_an_alora_leaves_the_tokens_before_its_boundary_to_the_base_model(
     assert max(abs(a[1] - b[1]) for a, b in zip(got.top, plain.top, strict=True)) > 1e-3
 
 
+def test_a_saved_state_loads_only_under_the_same_adapters(
+    runtime: Any, libs: Any, models: dict[str, Path], loras: dict[str, Path]
+) -> None:
+    with runtime.Model(models["plain"], libs=libs) as model:
+        two, three = model.load_lora(loras["shift2"]), model.load_lora(loras["shift3"])
+        with runtime.Context(model) as ctx:
+            ctx.set_loras({two: 1.0})
+            first = ctx.generate(PROMPT, max_tokens=3)
+            state = ctx.save_state()
+        for loras_set, fits in (({two: 1.0}, True), ({three: 1.0}, False),
+                                ({two: 0.5}, False), ({}, False)):  # fmt: skip
+            with runtime.Context(model) as other:
+                other.set_loras(loras_set)
+                if fits:
+                    other.load_state(state)
+                    follow = other.generate([*PROMPT, *first.tokens], max_tokens=2)
+                    assert follow.metrics.prompt_reuse.value == "kept"
+                else:
+                    with pytest.raises(runtime.LlamaStateError, match="LoRA adapters"):
+                        other.load_state(state)
+        with runtime.Context(model) as plain:
+            bare = plain.save_state()
+        with runtime.Context(model) as vector:
+            vector.set_control_vector([0.5] * 64)
+            with pytest.raises(runtime.LlamaStateError, match="control vector"):
+                vector.load_state(bare)
+
+
 def test_alora_misuse_is_refused(
     runtime: Any, libs: Any, models: dict[str, Path], loras: dict[str, Path]
 ) -> None:

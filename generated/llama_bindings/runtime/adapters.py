@@ -18,13 +18,15 @@ its prompt again)."""
 from __future__ import annotations
 
 import errno
+import hashlib
+import json
 import math
 import numbers
 import os
 import threading
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
-from functools import partial
+from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any, cast
 
 from .._ffi import SYMBOL_ERRORS
@@ -102,6 +104,8 @@ class LoraAdapter:
                 f"llama.cpp could not load the LoRA adapter {self.path!r} for this model",
                 "; ".join(errors),
             )
+        # what tells it from another adapter in a saved state (no path: states name no files)
+        self.size = os.path.getsize(path)
         # the adapter's native object (a context's binding registers on it)
         self.native = NativeObject("LoRA adapter", handle, free, self.ffi.NULL)
         self.native.depends_on(model.native)
@@ -159,6 +163,20 @@ class LoraAdapter:
         )
         n = int(count(handle))
         return [int(t) for t in self.ffi.unpack(tokens(handle), n)] if n else []
+
+    @cached_property
+    def identity(self) -> str:
+        """What tells this adapter from another in a saved state (never its path): the SHA-256
+        of its file, read at the first save; of its metadata and size if the file is gone."""
+        digest = hashlib.sha256()
+        try:
+            with open(self.path, "rb") as file:
+                for block in iter(lambda: file.read(1 << 20), b""):
+                    digest.update(block)
+        except OSError:
+            described = [sorted(self.metadata.items()), self.invocation_tokens, self.size]
+            digest.update(json.dumps(described, sort_keys=True).encode())
+        return digest.hexdigest()[:32]
 
     def check_idle(self) -> None:
         """Refuse to close while a context it is set on is in a generation step of another
@@ -378,6 +396,14 @@ class ContextAdapters:
             ):
                 found.append(draft)
         return found
+
+    def describe(self) -> dict[str, Any]:
+        """The adapters and control vector set, as a saved state records them."""
+        loras = sorted([a.identity, scale] for a, scale in self.loras.items() if a.native.alive)
+        control = None
+        if self.control is not None:
+            control = hashlib.sha256(repr(self.control).encode()).hexdigest()[:16]
+        return {"loras": loras, "control": control}
 
     def alora_boundary(self, tokens: Sequence[int]) -> int | None:
         """Where the set aLoRA applies from in a generation after ``tokens``, as llama.cpp's

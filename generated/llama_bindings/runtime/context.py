@@ -50,7 +50,7 @@ from .results import (
 from .sampling import Sampling, build_sampler
 from .session import NativeSession, fill_batch
 from .speculative import Sidecar, SpeculativeDecoding, mtp_wrapper
-from .state import SavedState, is_saved_state
+from .state import NO_ADAPTERS, SavedState, is_saved_state
 
 if TYPE_CHECKING:
     from ..api import LlamaLibrary, LlamaMtpLibrary
@@ -488,10 +488,12 @@ class Context:
             self.load_state(src.read())
 
     def _identity(self) -> dict[str, Any]:
+        adapters = self.__dict__.get("_adapters")  # made only once adapters were used
         return {
             "llama_cpp": {"release": LLAMA_CPP_RELEASE, "commit": LLAMA_CPP_COMMIT},
             "model": self.model.identity,
             "speculative": self.speculative.describe(),
+            "adapters": adapters.describe() if adapters is not None else NO_ADAPTERS,
         }
 
     @property

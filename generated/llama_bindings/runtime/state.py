@@ -28,7 +28,9 @@ MAGIC: Final = b"LLBSTATE"
 FORMAT: Final = 1
 _HEAD: Final = struct.Struct("<8sII")  # magic, format, header length
 # what a state must have been saved with to load here, in the order a difference is reported
-IDENTITY_KEYS: Final = ("llama_cpp", "model", "speculative")
+IDENTITY_KEYS: Final = ("llama_cpp", "model", "speculative", "adapters")
+# the adapters of a context without any (also what a state saved before they were recorded had)
+NO_ADAPTERS: Final[dict[str, Any]] = {"loras": [], "control": None}
 # how the context that saved it keeps its KV cache (see Context.load_state)
 LAYOUT_KEYS: Final = ("kv_streams",)
 SCOPES: Final = ("context", "sequence")
@@ -104,10 +106,14 @@ class SavedState:
     def check_fits(self, current: dict[str, Any]) -> None:
         """:class:`LlamaStateError` naming the first difference from ``current``."""
         for key in IDENTITY_KEYS:
-            if self.identity.get(key) != current[key]:
+            saved = self.identity.get(key)
+            if key == "adapters" and saved is None:
+                saved = NO_ADAPTERS
+            if saved != current[key]:
+                what = "LoRA adapters or control vector" if key == "adapters" else key
                 raise LlamaStateError(
-                    f"the state was saved with another {key.replace('_', '.')}: "
-                    f"{self.identity.get(key)!r}; this context has {current[key]!r}"
+                    f"the state was saved with another {what.replace('_', '.')}: "
+                    f"{saved!r}; this context has {current[key]!r}"
                 )
 
 
