@@ -487,8 +487,13 @@ class Context:
         with open(path, "rb") as src:
             self.load_state(src.read())
 
+    def _used_adapters(self) -> ContextAdapters | None:
+        """What the context has set, once adapters were used (None before: nothing is made)."""
+        found: ContextAdapters | None = self.__dict__.get("_adapters")
+        return found
+
     def _identity(self) -> dict[str, Any]:
-        adapters = self.__dict__.get("_adapters")  # made only once adapters were used
+        adapters = self._used_adapters()
         return {
             "llama_cpp": {"release": LLAMA_CPP_RELEASE, "commit": LLAMA_CPP_COMMIT},
             "model": self.model.identity,
@@ -781,7 +786,7 @@ class Context:
     def _alora(self, tokens: list[int]) -> tuple[int, Callable[[bool], None]] | None:
         """A set aLoRA's boundary in a generation after ``tokens`` and the adapters' switch
         (None: no aLoRA is set; see :meth:`set_loras`)."""
-        adapters = self.__dict__.get("_adapters")  # made only once adapters were used
+        adapters = self._used_adapters()
         if adapters is None:
             return None
         boundary = adapters.alora_boundary(tokens)

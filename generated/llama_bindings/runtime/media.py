@@ -26,7 +26,7 @@ import binascii
 import hashlib
 import os
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -308,6 +308,11 @@ class MediaSpan:
     n_tokens: int
     placeholder: int
 
+    @property
+    def extra_cells(self) -> int:
+        """KV cells its rows fill beyond the positions it advances (M-RoPE images)."""
+        return max(0, self.n_tokens - self.n_pos)
+
 
 @dataclass
 class MediaPrompt:
@@ -333,7 +338,8 @@ class MediaPrompt:
                 tokens.extend(int(t) for t in ffi.unpack(text, int(n_tokens[0])))
                 continue
             raw_id = mtmd.mtmd_input_chunk_get_id(chunk)
-            media_id = ffi.string(raw_id).decode() if raw_id != ffi.NULL else f"{len(tokens)}"
+            # without an id (the runtime always sets one) it matches no other media item
+            media_id = ffi.string(raw_id).decode() if raw_id != ffi.NULL else os.urandom(16).hex()
             span = MediaSpan(
                 chunk,
                 int(mtmd.mtmd_input_chunk_get_n_pos(chunk)),
@@ -347,7 +353,16 @@ class MediaPrompt:
     @property
     def extra_cells(self) -> int:
         """KV cells the media fill beyond the positions they advance."""
-        return sum(max(0, s.n_tokens - s.n_pos) for s in self.spans.values())
+        return sum(s.extra_cells for s in self.spans.values())
+
+
+def media_start(cut: int, spans: Iterable[tuple[int, int]]) -> int:
+    """``cut``, or the first index of the media item (``(first index, positions)`` among
+    ``spans``) it would fall inside: a media item is decoded, kept or dropped whole."""
+    for first, n_pos in spans:
+        if first < cut < first + n_pos:
+            return first
+    return cut
 
 
 def pieces(

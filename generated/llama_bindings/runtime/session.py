@@ -25,7 +25,7 @@ from .._ffi import SYMBOL_ERRORS
 from ..errors import LlamaRuntimeError
 from ..lifetimes import NativeObject
 from ..outputs import TokenLogprob, token_logprob
-from .media import pieces
+from .media import media_start, pieces
 from .results import PromptReuse
 
 if TYPE_CHECKING:
@@ -84,10 +84,7 @@ class SequenceMemory:
 
     def cut_point(self, n: int) -> int:
         """``n``, or the first index of the media item ``n`` would cut through."""
-        for start, n_pos, _ in self.spans:
-            if start < n < start + n_pos:
-                return start
-        return n
+        return media_start(n, ((first, n_pos) for first, n_pos, _ in self.spans))
 
 
 def fill_batch(
@@ -207,7 +204,7 @@ class NativeSession:
                     if run.cancelled():  # llama.cpp's decode stopped by the abort callback
                         return None
                     raise
-                held.spans.append((begin, span.n_pos, max(0, span.n_tokens - span.n_pos)))
+                held.spans.append((begin, span.n_pos, span.extra_cells))
                 held.tokens.extend(tokens[begin:end])
                 continue
             chunk = tokens[begin:end]

@@ -16,6 +16,7 @@ from .. import constants
 from ..errors import LlamaRuntimeError
 from .adapters import ALORA_NEVER
 from .generation import Plan, Run
+from .media import media_start
 from .results import LOGGER, Cancellation, FinishReason, GenerationResult
 from .sampling import Sampling, build_sampler
 from .session import NativeSession
@@ -75,7 +76,9 @@ def _prefill(
     parts: list[tuple[int, int, bool | None]] = [(start, len(tokens), None)]
     if plan.alora is not None:
         boundary, switch = plan.alora
-        cut = _outside_media(plan, min(max(start, boundary), len(tokens)))
+        spans = plan.media.spans if plan.media is not None else {}
+        cut = min(max(start, boundary), len(tokens))
+        cut = media_start(cut, ((first, span.n_pos) for first, span in spans.items()))
         parts = [(start, cut, False), (cut, len(tokens), True)]
     try:
         for begin, end, adapters_on in parts:
@@ -96,22 +99,12 @@ def _prefill(
     return True
 
 
-def _outside_media(plan: Plan, cut: int) -> int:
-    """``cut``, or the first index of the media item it would fall inside."""
-    spans = plan.media.spans if plan.media is not None else {}
-    for first, span in spans.items():
-        if first < cut < first + span.n_pos:
-            return first
-    return cut
-
-
 def generate_plain(session: NativeSession, plan: Plan, sampler: Any, run: Run) -> Iterator[None]:
     """One token per ``llama_decode`` after the prompt (its common prefix with what the context
     holds kept when ``reuse_prefix``); yields after each accepted token."""
     tokens = plan.tokens
-    lora_from = plan.alora[0] if plan.alora is not None else 0
     run.reused, run.reuse = session.reuse(
-        tokens, len(tokens) - 1, plan.reuse_prefix, None, lora_from=lora_from
+        tokens, len(tokens) - 1, plan.reuse_prefix, None, lora_from=plan.lora_from
     )
     if not _prefill(session, tokens, run.reused, run, None, plan):
         return
@@ -151,9 +144,8 @@ def generate_mtp(
     tokens = plan.tokens
     after_media = len(tokens) > 1 and tokens[-2] < 0
     head = tokens if after_media else tokens[:-1]
-    lora_from = plan.alora[0] if plan.alora is not None else 0
     run.reused, run.reuse = session.reuse(
-        tokens, len(tokens) - 1, plan.reuse_prefix, sidecar, lora_from=lora_from
+        tokens, len(tokens) - 1, plan.reuse_prefix, sidecar, lora_from=plan.lora_from
     )
     if not _prefill(session, head, run.reused, run, sidecar, plan):
         return

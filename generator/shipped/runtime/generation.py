@@ -224,6 +224,11 @@ class Plan:
     # adapters (if any) apply everywhere
     alora: tuple[int, Callable[[bool], None]] | None = None
 
+    @property
+    def lora_from(self) -> int:
+        """The first position this generation computes with the LoRA adapters (0: all)."""
+        return self.alora[0] if self.alora is not None else 0
+
 
 def sampling_of(options: GenerateOptions, sampler: Any) -> Sampling | None:
     """The Sampling a request asks for (None with a caller's own sampler chain)."""
