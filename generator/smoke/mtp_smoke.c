@@ -795,7 +795,14 @@ static int media_tokenize(mtmd_context * mctx, const char * image, const char * 
         return 0;
     }
     const size_t n_chunks = mtmd_input_chunks_size(p->chunks);
-    p->text = malloc(sizeof(llama_token) * (strlen(text) + 64));  /* more than the text tokens */
+    size_t n_text_tokens = 0;  /* counted first: the buffer holds exactly the text tokens */
+    for (size_t c = 0; c < n_chunks; ++c) {
+        const mtmd_input_chunk * chunk = mtmd_input_chunks_get(p->chunks, c);
+        if (mtmd_input_chunk_get_type(chunk) == MTMD_INPUT_CHUNK_TYPE_TEXT) {
+            n_text_tokens += mtmd_input_chunk_get_n_tokens(chunk);
+        }
+    }
+    p->text = malloc(sizeof(llama_token) * (n_text_tokens + 1));
     size_t last_text = 0;
     for (size_t c = 0; p->text != NULL && c < n_chunks; ++c) {
         const mtmd_input_chunk * chunk = mtmd_input_chunks_get(p->chunks, c);
