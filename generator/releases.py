@@ -1,7 +1,7 @@
 """Reading and writing ``releases.toml``: the known llama.cpp trees and the pinned release.
 
-The schema is documented at the top of ``releases.toml`` and in README.md. tomlkit keeps the
-file's comments and layout intact when entries are added.
+The schema is documented at the top of ``releases.toml`` and in docs/reference/file-formats.md.
+tomlkit keeps the file's comments and layout intact when entries are added.
 """
 
 from __future__ import annotations

@@ -4,9 +4,9 @@ For each tag: fetch (releases.toml's pin, else the PyPI sdist ``tag-sources.toml
 finds) -> generate the tag's own bindings into a work folder -> build, symbols, layout and smoke
 on each platform asked for (the smoke runs every strategy the tag has through the tag's
 regenerated runtime). The results go to ``reports/compat.json`` (one entry per tag, merged with
-the tags checked before, deterministic) and the README's compatibility table is rendered from
-that file. Nothing else in the repository changes; work files live under
-``<cache>/compat/<tree key>/``.
+the tags checked before, deterministic) and the compatibility table of the documentation
+(``docs/reference/compat.md``) is rendered from that file. Nothing else in the repository
+changes; work files live under ``<cache>/compat/<tree key>/``.
 """
 
 from __future__ import annotations
@@ -48,8 +48,10 @@ from generator.templating import environment
 
 RESULTS_FILE = Path("reports") / "compat.json"
 RESULTS_FORMAT = 1
-README_BEGIN = "<!-- compat-table:begin (llama-bindgen compat writes this table) -->"
-README_END = "<!-- compat-table:end -->"
+# The documentation page the table is rendered into, between these markers.
+TABLE_PAGE = Path("docs") / "reference" / "compat.md"
+TABLE_BEGIN = "<!-- compat-table:begin (llama-bindgen compat writes this table) -->"
+TABLE_END = "<!-- compat-table:end -->"
 # The smoke's strategy rows are named by the strategies they mix ("ngram-mod + draft-mtp").
 _MIX_SEPARATOR = " + "
 
@@ -143,7 +145,7 @@ class CompatOptions:
     platforms: tuple[str, ...] = (REFERENCE_PLATFORM,)
     cache: Path | None = None
     results: Path | None = None  # default: <repo>/reports/compat.json
-    readme: bool = True  # re-render the README's table from the results
+    table: bool = True  # re-render the documentation's table (TABLE_PAGE) from the results
     check: bool = False  # compare with the results file instead of writing it (CI)
 
 
@@ -278,7 +280,7 @@ def describe_variants(probes: str) -> str:
 
 
 def render_table(results: dict[str, TagResult]) -> str:
-    """The README's compatibility table (markdown), from the results."""
+    """The compatibility table (markdown) of the documentation page, from the results."""
     return (
         environment()
         .get_template("report/compat_table.md.j2")
@@ -291,14 +293,14 @@ def render_table(results: dict[str, TagResult]) -> str:
     )
 
 
-def update_readme(readme: Path, table: str) -> None:
-    """Replace the text between the README's compat-table markers with ``table``."""
-    text = readme.read_text(encoding="utf-8")
-    start, end = text.find(README_BEGIN), text.find(README_END)
+def update_table_page(page: Path, table: str) -> None:
+    """Replace the text between the page's compat-table markers with ``table``."""
+    text = page.read_text(encoding="utf-8")
+    start, end = text.find(TABLE_BEGIN), text.find(TABLE_END)
     if start < 0 or end < start:
-        raise BindgenError(f"{readme}: no {README_BEGIN} ... {README_END} markers for the table")
-    head = text[: start + len(README_BEGIN)]
-    readme.write_text(head + "\n" + table + text[end:], encoding="utf-8")
+        raise BindgenError(f"{page}: no {TABLE_BEGIN} ... {TABLE_END} markers for the table")
+    head = text[: start + len(TABLE_BEGIN)]
+    page.write_text(head + "\n" + table + text[end:], encoding="utf-8")
 
 
 def _difference(recorded: TagResult | None, now: TagResult) -> str:
@@ -311,7 +313,7 @@ def _difference(recorded: TagResult | None, now: TagResult) -> str:
 def run_compat(
     options: CompatOptions, check: Callable[[str, CompatOptions], TagResult] = check_tag
 ) -> dict[str, TagResult]:
-    """Check every tag, merge the results into the results file, re-render the README table;
+    """Check every tag, merge the results into the results file, re-render the table page;
     CompatFailed (after writing) when a tag did not pass every gate."""
     path = options.results or options.repo / RESULTS_FILE
     results = load_results(path)
@@ -323,8 +325,8 @@ def run_compat(
         results[tag] = checked[-1]
         if not options.check:  # after each tag: nothing lost if a later one is stopped
             write_results(path, results)
-            if options.readme:
-                update_readme(options.repo / "README.md", render_table(results))
+            if options.table:
+                update_table_page(options.repo / TABLE_PAGE, render_table(results))
     bad = [r for r in checked if not r.passed]
     lines = [f"{r.tag}: {r.error or '; '.join(r.failures) or 'no platform gated'}" for r in bad]
     if options.check:

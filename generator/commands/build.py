@@ -29,7 +29,8 @@ def register(subparsers: Any) -> None:
         "--backend",
         default="cpu",
         choices=list(BUILT_BACKENDS),
-        help="compute backend: cpu, or vulkan for linux-x86_64 (CUDA, Metal: see the README)",
+        help="compute backend: cpu, or vulkan for linux-x86_64 "
+        "(CUDA, Metal: see docs/reference/support-matrix.md)",
     )
     parser.add_argument(
         "--cuda-arch",

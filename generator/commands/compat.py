@@ -3,7 +3,7 @@
 Each tag is fetched (a pinned release, else the PyPI sdist tag-sources.toml records or finds),
 its own bindings are generated into a work folder, and build, symbols, layout and smoke run on
 each platform asked for (default: linux-x86_64). The results are merged into
-reports/compat.json and the README's compatibility table is rendered from them. Exit 1 when a
+reports/compat.json and the documentation's compatibility table is rendered from them. Exit 1 when a
 tag did not pass every gate (the results say which gate, with its log). --check (CI) writes
 nothing and also fails when a tag's results differ from the recorded ones.
 """
@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
             platforms=tuple(args.platform or (REFERENCE_PLATFORM,)),
             cache=args.cache,
             results=args.results,
-            readme=not args.no_readme,
+            table=not args.no_table,
             check=args.check,
         )
     )
@@ -63,7 +63,11 @@ def register(subparsers: Any) -> None:
         "--results", type=Path, default=None, help="results file (default reports/compat.json)"
     )
     parser.add_argument(
-        "--no-readme", action="store_true", help="do not re-render the README's table"
+        "--no-table",
+        "--no-readme",  # its name before the table moved to the documentation
+        dest="no_table",
+        action="store_true",
+        help="do not re-render the table of docs/reference/compat.md",
     )
     parser.add_argument(
         "--check",

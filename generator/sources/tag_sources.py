@@ -30,7 +30,7 @@ HEADER = """\
 tag-sources.toml: where `llama-bindgen fetch bN` found upstream tags that releases.toml does not
 pin, recorded by the first fetch of each tag and checked by every later one (any machine).
 
-Schema (version 1), documented in README.md, section "tag-sources.toml":
+Schema (version 1), documented in docs/reference/file-formats.md, section "tag-sources.toml":
   schema            integer, this file's schema version
   [[source]]        one entry per tag, sorted by tag number
     tag             upstream tag (bN)

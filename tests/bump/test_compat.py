@@ -1,5 +1,6 @@
-"""``llama-bindgen compat``: results merged per tag and written deterministically, the README's
-table rendered from them, failures named; the helpers that read the smoke and the probes.
+"""``llama-bindgen compat``: results merged per tag and written deterministically, the
+documentation's table rendered from them, failures named; the helpers that read the smoke and
+the probes.
 The real run over upstream tags is `.ci/run`'s ``nox -s compat`` (it needs the trees)."""
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from generator.bump.compat import (
-    README_BEGIN,
-    README_END,
     RESULTS_FILE,
+    TABLE_BEGIN,
+    TABLE_END,
+    TABLE_PAGE,
     CompatFailed,
     CompatOptions,
     TagResult,
@@ -26,7 +28,7 @@ from generator.bump.compat import (
     run_compat,
     sdist_month,
     strategies_run,
-    update_readme,
+    update_table_page,
 )
 from generator.smoke import Check, MetricsRow, SmokeReport
 from tests.repo import REPO_ROOT
@@ -41,7 +43,8 @@ OLD_PROBES = (
 def _repo(tmp_path: Path) -> Path:
     repo = tmp_path / "repo"
     repo.mkdir()
-    (repo / "README.md").write_text(f"# x\n\n{README_BEGIN}\nold table\n{README_END}\n\nrest\n")
+    (repo / TABLE_PAGE).parent.mkdir(parents=True)
+    (repo / TABLE_PAGE).write_text(f"# x\n\n{TABLE_BEGIN}\nold table\n{TABLE_END}\n\nrest\n")
     return repo
 
 
@@ -73,8 +76,8 @@ def test_results_are_merged_by_tag_sorted_and_the_table_follows(tmp_path: Path) 
     first = results.read_bytes()
     run_compat(CompatOptions(("b9246",), repo), check)
     assert results.read_bytes() == first  # deterministic: no timestamps, same order
-    readme = (repo / "README.md").read_text()
-    assert "old table" not in readme and readme.endswith(f"{README_END}\n\nrest\n")
+    readme = (repo / TABLE_PAGE).read_text()
+    assert "old table" not in readme and readme.endswith(f"{TABLE_END}\n\nrest\n")
     rows = [line for line in readme.splitlines() if line.startswith("| b")]
     assert [r.split(" | ")[0] for r in rows] == ["| b9246", "| b10001"]
     assert "draft-mtp, ngram-mod" in rows[0]
@@ -92,7 +95,7 @@ def test_a_failed_tag_is_written_then_raised_with_its_gate(tmp_path: Path) -> No
         run_compat(CompatOptions(("b9246", "b10568"), repo), check)
     saved = load_results(repo / RESULTS_FILE)
     assert saved["b9246"].passed and not saved["b10568"].passed
-    assert "smoke failed" in (repo / "README.md").read_text()
+    assert "smoke failed" in (repo / TABLE_PAGE).read_text()
 
 
 def test_a_tag_that_never_reached_the_gates_did_not_pass() -> None:
@@ -100,20 +103,20 @@ def test_a_tag_that_never_reached_the_gates_did_not_pass() -> None:
     assert not TagResult("b1").passed  # no platform gated
 
 
-def test_the_readme_without_markers_is_refused(tmp_path: Path) -> None:
-    readme = tmp_path / "README.md"
+def test_a_page_without_markers_is_refused(tmp_path: Path) -> None:
+    readme = tmp_path / "compat.md"
     readme.write_text("no markers\n")
     with pytest.raises(Exception, match="markers"):
-        update_readme(readme, "table\n")
+        update_table_page(readme, "table\n")
 
 
-def test_the_committed_readme_table_is_the_committed_results() -> None:
-    """README.md's table is rendered from reports/compat.json, never edited by hand."""
+def test_the_committed_table_is_the_committed_results() -> None:
+    """The documentation's table is rendered from reports/compat.json, never edited by hand."""
     results = load_results(REPO_ROOT / RESULTS_FILE)
     assert results, "reports/compat.json holds no tags"
-    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    start = readme.index(README_BEGIN) + len(README_BEGIN)
-    assert readme[start : readme.index(README_END)] == "\n" + render_table(results)
+    readme = (REPO_ROOT / TABLE_PAGE).read_text(encoding="utf-8")
+    start = readme.index(TABLE_BEGIN) + len(TABLE_BEGIN)
+    assert readme[start : readme.index(TABLE_END)] == "\n" + render_table(results)
 
 
 def test_variants_say_what_each_facet_chose_and_what_the_tree_lacks() -> None:
@@ -151,7 +154,7 @@ def test_the_month_is_when_most_of_the_sdist_files_are_dated(tmp_path: Path) -> 
 def test_check_writes_nothing_and_fails_when_results_differ(tmp_path: Path) -> None:
     repo = _repo(tmp_path)
     run_compat(CompatOptions(("b9246",), repo), lambda tag, _o: _result(tag, ok=True))
-    before = (repo / RESULTS_FILE).read_bytes(), (repo / "README.md").read_bytes()
+    before = (repo / RESULTS_FILE).read_bytes(), (repo / TABLE_PAGE).read_bytes()
     run_compat(CompatOptions(("b9246",), repo, check=True), lambda tag, _o: _result(tag, ok=True))
 
     def changed(tag: str, _options: CompatOptions) -> TagResult:
@@ -163,7 +166,7 @@ def test_check_writes_nothing_and_fails_when_results_differ(tmp_path: Path) -> N
         run_compat(CompatOptions(("b9246",), repo, check=True), changed)
     with pytest.raises(CompatFailed, match=r"b10001: differs from .* \(recorded nothing\)"):
         run_compat(CompatOptions(("b10001",), repo, check=True), lambda t, _o: _result(t, True))
-    assert ((repo / RESULTS_FILE).read_bytes(), (repo / "README.md").read_bytes()) == before
+    assert ((repo / RESULTS_FILE).read_bytes(), (repo / TABLE_PAGE).read_bytes()) == before
 
 
 def test_the_media_outcome_says_what_the_smokes_media_part_did() -> None:

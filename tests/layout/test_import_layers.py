@@ -24,6 +24,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("verify", "smoke"),
     ("release", "tracking"),
     ("bump",),
+    ("docs_site",),
     ("commands",),
     ("cli",),
     ("__main__",),

@@ -3,7 +3,7 @@
 Pure Python on made-up toolkit folders (no nvcc, no network, no CUDA build): which wheels a
 toolkit gets, the CMake options that point FindCUDAToolkit at them, the wheel's unpacking and
 its sha256 pin, the libcuda link stub, and ``--cuda-arch``. The CUDA build itself is not part of
-the test suite (README, "CUDA here").
+the test suite (docs/reference/support-matrix.md, "CUDA here").
 """
 
 from __future__ import annotations

@@ -151,9 +151,9 @@ COPY = (
 def test_speculation_equals_plain_greedy_without_repacked_weights(
     runtime: Any, libs: Any, gemma_model: Path, prompt: str
 ) -> None:
-    """The guarantee the README states: where a row's logits do not depend on its batch (here:
-    the same Q4_K_M file with llama.cpp's repacked CPU layouts off), greedy output with n-gram
-    speculation (drafts verified in batches, the prompt split n-1 + 1) is plain greedy's."""
+    """The guarantee docs/how-to/mtp.md states: where a row's logits do not depend on its batch
+    (here: the same Q4_K_M file with llama.cpp's repacked CPU layouts off), greedy output with
+    n-gram speculation (drafts verified in batches, the prompt split n-1 + 1) is plain greedy's."""
     strategies = (
         runtime.Strategy("ngram-simple", size_n=3, size_m=8),
         runtime.Strategy("ngram-mod", n_match=4, mod_n_min=2, mod_n_max=8),

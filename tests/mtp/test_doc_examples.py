@@ -1,4 +1,5 @@
-"""Every Python example in the README runs, on the synthetic test models (a renamed argument or
+"""Every Python example in the README and the documentation (``docs/``) runs, on the synthetic
+test models (a renamed argument or
 a removed name fails here): each ```python block is run as it is written, with its file names
 pointing at test files (``model.gguf``: the MTP model with a chat template, ``target.gguf`` and
 ``draft.gguf``: a target and its draft, ``mmproj.gguf``: the test projector, ``photo.jpg``:
@@ -21,7 +22,13 @@ from generator.testvision import write_test_projector
 from tests.mtp.conftest import CHATML_JINJA
 from tests.repo import REPO_ROOT
 
-BLOCKS = re.findall(r"```python\n(.*?)```", (REPO_ROOT / "README.md").read_text(), re.S)
+DOCUMENTS = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").rglob("*.md"))]
+# (where, code): where is the file and the block's number in it, as the test id shows it
+BLOCKS = [
+    (f"{path.relative_to(REPO_ROOT)} python block {number}", code)
+    for path in DOCUMENTS
+    for number, code in enumerate(re.findall(r"```python\n(.*?)```", path.read_text(), re.S), 1)
+]
 
 
 @pytest.fixture(scope="module")
@@ -41,24 +48,25 @@ def files(tmp_path_factory: pytest.TempPathFactory, tree_b11312: Path) -> dict[s
     }
 
 
-def test_the_readme_has_python_examples() -> None:
-    assert len(BLOCKS) >= 5
+def test_the_readme_and_the_docs_have_python_examples() -> None:
+    assert sum(where.startswith("README.md") for where, _ in BLOCKS) >= 2
+    assert len(BLOCKS) >= 8
 
 
-@pytest.mark.parametrize("index", range(len(BLOCKS)))
-def test_a_readme_example_runs(
-    index: int,
+@pytest.mark.parametrize("block", BLOCKS, ids=[where for where, _ in BLOCKS])
+def test_an_example_runs(
+    block: tuple[str, str],
     files: dict[str, str],
     host_build: BuildResult,
     runtime: Any,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("LLAMA_BINDGEN_LIB_DIR", str(host_build.lib_dir))  # as the README says
-    code = BLOCKS[index]
+    where, code = block
     for name, path in sorted(files.items(), key=lambda item: -len(item[0])):
         code = code.replace(f'"{name}"', repr(path)).replace(f"file://{name}", f"file://{path}")
     code = code.replace('"/path/to/lib"', repr(str(host_build.lib_dir)))
     names: dict[str, Any] = {"prompt": "abcdefghijklmnopabcdefghijklmnop"}
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        exec(compile(code, f"README.md python block {index + 1}", "exec"), names)
+        exec(compile(code, where, "exec"), names)
