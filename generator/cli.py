@@ -34,6 +34,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "generator.commands.propose",
     "generator.commands.release",
     "generator.commands.smoke",
+    "generator.commands.wheel",
 )
 
 

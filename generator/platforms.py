@@ -230,13 +230,15 @@ class Platform:
 
     def library_file_names(self, stem: str) -> tuple[str, ...]:
         """Every name library ``stem``'s file may have here, in the order the bindings' loader
-        tries them: MinGW's DLLs with or without the ``lib`` prefix, ELF's also versioned (a
-        glob)."""
+        tries them: MinGW's DLLs with or without the ``lib`` prefix, ELF's and Mach-O's also
+        versioned (a glob: ``libllama.so.0``, ``libllama.0.dylib``, the names a wheel holds)."""
         name = self.library_file(stem)
         if self.library_style == "mingw":
             return (f"{stem}{self.shared_suffix}", f"lib{stem}{self.shared_suffix}")
         if self.binary_format == "elf":
             return (name, f"{name}.*")
+        if self.binary_format == "macho":
+            return (name, f"lib{stem}.*{self.shared_suffix}")
         return (name,)
 
     def is_shared_library(self, path: Path) -> bool:
@@ -376,6 +378,19 @@ def _gpu(setup: str = "", why: str = _NOT_BUILT_GPU) -> CiBackend:
     return CiBackend(setup, why, NO_GPU_ON_HOSTED_RUNNERS)
 
 
+# Every macOS library is linked with the install name @rpath/<file> and an rpath of
+# @loader_path, so it finds the others in its own folder (a wheel's lib/); set at link time,
+# because no install_name_tool runs off macOS (release/macos_wheels.py checks the result).
+MACOS_LINK_OPTIONS = _frozen(
+    {
+        "CMAKE_INSTALL_NAME_DIR": "@rpath",
+        "CMAKE_BUILD_WITH_INSTALL_NAME_DIR": "ON",
+        "CMAKE_INSTALL_RPATH": "@loader_path",
+        "CMAKE_BUILD_WITH_INSTALL_RPATH": "ON",
+    }
+)
+
+
 def _macos(arch: str, triple: str, cpu_type: str, runner: str, zig_target: str) -> Platform:
     """A macOS platform: built by Apple clang on its own runner, run only there."""
     name = f"macos-{arch}"
@@ -390,7 +405,7 @@ def _macos(arch: str, triple: str, cpu_type: str, runner: str, zig_target: str) 
         python_platform="darwin",
         python_machine=arch,
         toolchains=(
-            Toolchain(name, "clang", "clang++"),
+            Toolchain(name, "clang", "clang++", cmake_options=MACOS_LINK_OPTIONS),
             # CPU only, here: zig bundles the macOS libc headers and stubs, not the SDK's
             # frameworks (Metal, Accelerate); ggml's default -march for Arm is not a zig CPU.
             Toolchain(
@@ -404,6 +419,7 @@ def _macos(arch: str, triple: str, cpu_type: str, runner: str, zig_target: str) 
                         "GGML_BLAS": "OFF",
                         "GGML_ACCELERATE": "OFF",
                         "GGML_OPENMP": "OFF",
+                        **MACOS_LINK_OPTIONS,
                     }
                 ),
                 zig_target=zig_target,

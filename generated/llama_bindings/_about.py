@@ -41,7 +41,7 @@ API_MODULE: Final = "_llama_bindings_api"
 LIBRARY_FILE_NAMES: Final[dict[str, tuple[str, ...]]] = {
     "linux": ("lib{stem}.so", "lib{stem}.so.*"),
     "win32": ("{stem}.dll", "lib{stem}.dll"),
-    "darwin": ("lib{stem}.dylib",),
+    "darwin": ("lib{stem}.dylib", "lib{stem}.*.dylib"),
     "android": ("lib{stem}.so", "lib{stem}.so.*"),
     "": ("lib{stem}.so", "lib{stem}.so.*"),
 }

@@ -74,6 +74,8 @@ API_MODULE_PREFIX = f"lib/{API_MODULE}"
 ABI_SOURCE = "llama_bindgen_abi.c"
 COMPAT_HEADER = "mingw_compat.h"
 TOOLCHAIN_FILE = "toolchain.cmake"
+# Darwin platform rules CMake cannot work out off macOS (its CMAKE_USER_MAKE_RULES_OVERRIDE)
+DARWIN_RULES = "darwin_rules.cmake"
 
 
 @dataclass(frozen=True)
@@ -265,10 +267,13 @@ def _write_toolchain(
     }
     if compat:
         _render(f"{COMPAT_HEADER}.j2", folder / COMPAT_HEADER, **context)
+    if plat.system == "Darwin":
+        _render(f"{DARWIN_RULES}.j2", folder / DARWIN_RULES, **context)
     _render(
         f"{TOOLCHAIN_FILE}.j2",
         folder / TOOLCHAIN_FILE,
         compat_header=COMPAT_HEADER if compat else "",
+        darwin_rules=DARWIN_RULES,
         **context,
     )
     return folder / TOOLCHAIN_FILE, compat

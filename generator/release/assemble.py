@@ -144,7 +144,7 @@ def refuse_unlicensed(found: list[NativeBuild]) -> None:
             )
 
 
-def _bindings_package(generated: Path, commit: str) -> Path:
+def bindings_package(generated: Path, commit: str) -> Path:
     """The bindings package in ``generated`` (the repository's generated/, holding
     llama_bindings/, or a package folder itself), checked against the release's commit."""
     nested = generated / PACKAGE_NAME / BINDINGS_MANIFEST
@@ -211,7 +211,7 @@ def assemble_release(inputs: ReleaseInputs, out: Path) -> AssembledRelease:
         )
     builds = [b for b, _ in admitted]
     gates = {(b.platform, b.backend): g for b, g in admitted}
-    package = _bindings_package(inputs.generated_dir, rel.commit_label)
+    package = bindings_package(inputs.generated_dir, rel.commit_label)
     bindings = sorted(p.name for p in inputs.generated_dir.iterdir() if not p.name.startswith("."))
     report = read_notes(inputs.notes_path)
 

@@ -18,7 +18,13 @@ The ecosystem's tools do the platform work, never code of ours:
   (``SYSTEM_LIBRARIES``).
 * Windows: the build's ``lib/`` already holds the MinGW runtime DLLs; ``delvewheel show`` must
   find nothing left to vendor (every DLL the libraries import is in the wheel or is Windows').
-* Others (macOS: ``delocate`` runs on a macOS machine; Android): no wheel, and the reason says so.
+* macOS: the libraries are linked to find each other by ``@rpath`` in their own folder
+  (``platforms.MACOS_LINK_OPTIONS``); ``wheel pack`` writes the wheel and
+  :mod:`generator.release.macos_wheels` checks every load command (each dependency in the wheel
+  or macOS's own) and sets the ``macosx_<version>_<machine>`` tag from the libraries' minimum
+  macOS. delocate, which runs only on macOS, is not needed: nothing outside the system is left
+  to copy in.
+* Android: no wheel, and the reason says so.
 
 Repairing rewrites library files, so the wheel's ``build-info.json`` records the files as shipped
 (``libraries``) and, under ``wheel``, the tool and each file as built (name and sha256).
@@ -45,6 +51,7 @@ from generator.emit import PACKAGE_NAME
 from generator.errors import BindgenError, UsageError
 from generator.hashing import file_sha256
 from generator.platforms import PLATFORMS, Platform, host_platform_name, split_key
+from generator.release import macos_wheels
 from generator.release.archives import collect, fixed_mtime
 from generator.release.native import BUILD_INFO_NAME, NativeBuild
 from generator.release.render import render
@@ -91,16 +98,20 @@ def wheel_version(tag: str) -> str:
     return f"{tag_number(tag)}.{__version__}"
 
 
-def _platform_tag(plat: Platform) -> str:
-    """The tag ``wheel pack`` writes (auditwheel replaces Linux's with its manylinux tag)."""
+def _platform_tag(plat: Platform, libraries: dict[str, Path] | None = None) -> str:
+    """The tag ``wheel pack`` writes (auditwheel replaces Linux's with its manylinux tag); macOS's
+    from the ``libraries``' minimum macOS (``macosx_*_<machine>`` when none are given)."""
     if plat.system == "Linux":
         return f"linux_{plat.python_machine}"
     if plat.system == "Windows":
         return f"win_{plat.python_machine}"
     if plat.system == "Darwin":
-        raise WheelNotMadeError(
-            "macOS wheels are repaired with delocate, which runs on macOS; not made here"
-        )
+        if libraries is None:
+            return f"macosx_*_{plat.python_machine}"
+        try:
+            return macos_wheels.platform_tag(libraries.values(), plat.python_machine)
+        except macos_wheels.MachoError as exc:
+            raise WheelNotMadeError(str(exc)) from exc
     raise WheelNotMadeError(f"no wheel is made for {plat.system} builds")
 
 
@@ -123,7 +134,8 @@ def _soname(path: Path) -> str | None:
 
 def library_files(build: NativeBuild) -> dict[str, Path]:
     """Name in the wheel's ``lib/`` -> file, for every file of the build's ``lib/`` (links left
-    out: an ELF library goes under its SONAME, the name the other libraries ask for)."""
+    out: an ELF library goes under its SONAME and a Mach-O one under its install name's file
+    name, the names the other libraries ask for)."""
     plat = PLATFORMS[build.platform]
     found: dict[str, Path] = {}
     for path in sorted((build.folder / "lib").iterdir()):
@@ -132,6 +144,8 @@ def library_files(build: NativeBuild) -> dict[str, Path]:
         name = path.name
         if plat.binary_format == "elf" and plat.is_shared_library(path):
             name = _soname(path) or name
+        elif plat.binary_format == "macho" and plat.is_shared_library(path):
+            name = macos_wheels.wheel_name(path)
         if name in found:
             raise WheelNotMadeError(f"{found[name]} and {path} would both be lib/{name}")
         found[name] = path
@@ -155,7 +169,7 @@ def _stage(build: NativeBuild, package: Path, tag: str, root: Path) -> dict[str,
     it (relative to the build folder)."""
     plat = PLATFORMS[build.platform]
     libraries = library_files(build)
-    wheel_tag = f"{_python_tag(libraries)}-{_platform_tag(plat)}"
+    wheel_tag = f"{_python_tag(libraries)}-{_platform_tag(plat, libraries)}"
     name, version = distribution_name(build.backend), wheel_version(tag)
     pkg = root / PACKAGE
     members = [(m.name, m.source) for m in collect(package, PACKAGE) if m.source.is_file()]
@@ -228,7 +242,17 @@ def _unpack(wheel: Path, dest_dir: Path) -> Path:
     return root
 
 
-def _record(root: Path, built: dict[str, str], build: NativeBuild, repaired_with: str) -> None:
+# What a wheel's build-info.json says of its build's gates (``wheel.gates``).
+RELEASED = "every gate passed (packed by llama-bindgen release)"
+NOT_GATED = (
+    "not gated: made by llama-bindgen wheel from a build whose gates a release did not check "
+    "(for a macOS build made here: built, never smoke-tested)"
+)
+
+
+def _record(
+    root: Path, built: dict[str, str], build: NativeBuild, repaired_with: str, gates: str
+) -> None:
     """Rewrite the wheel's build-info.json for the files as shipped (see the module docstring)."""
     info: dict[str, Any] = dict(build.info)
     recorded = {str(k): str(v) for k, v in build.info.get("libraries", {}).items()}
@@ -238,7 +262,7 @@ def _record(root: Path, built: dict[str, str], build: NativeBuild, repaired_with
         rel: {"file": src, "sha256": recorded.get(src) or file_sha256(build.folder / src)}
         for rel, src in sorted(built.items())
     }
-    info["wheel"] = {"repaired_with": repaired_with, "as_built": as_built}
+    info["wheel"] = {"repaired_with": repaired_with, "as_built": as_built, "gates": gates}
     text = json.dumps(info, indent=2, sort_keys=True) + "\n"
     (root / PACKAGE / BUILD_INFO_NAME).write_text(text, encoding="utf-8")
 
@@ -253,14 +277,16 @@ def _target_libraries(plat: Platform) -> str:
     return str(Path(sysroot) / "lib") if sysroot else ""
 
 
-def _make_linux(build: NativeBuild, root: Path, built: dict[str, str], scratch: Path) -> Path:
+def _make_linux(
+    build: NativeBuild, root: Path, built: dict[str, str], scratch: Path, gates: str
+) -> Path:
     plain = _pack(root, scratch / "plain")
     args = ["repair", "--wheel-dir", str(scratch / "repaired")]
     for name in SYSTEM_LIBRARIES.get(build.backend, ()):
         args += ["--exclude", name]
     _run_tool("auditwheel", [*args, str(plain)], _target_libraries(PLATFORMS[build.platform]))
     repaired = _unpack(_one_wheel(scratch / "repaired"), scratch / "unpacked")
-    _record(repaired, built, build, tool_version("auditwheel"))
+    _record(repaired, built, build, tool_version("auditwheel"), gates)
     return _pack(repaired, scratch / "final")
 
 
@@ -279,23 +305,46 @@ def check_windows_wheel(wheel: Path) -> None:
         raise WheelNotMadeError(f"delvewheel show: DLLs missing from the wheel: {shown}")
 
 
-def _make_windows(build: NativeBuild, root: Path, built: dict[str, str], scratch: Path) -> Path:
-    _record(root, built, build, tool_version("delvewheel") + " show (nothing to vendor)")
+def _make_windows(
+    build: NativeBuild, root: Path, built: dict[str, str], scratch: Path, gates: str
+) -> Path:
+    _record(root, built, build, tool_version("delvewheel") + " show (nothing to vendor)", gates)
     wheel = _pack(root, scratch / "final")
     check_windows_wheel(wheel)
     return wheel
 
 
-def make_wheel(build: NativeBuild, package: Path, tag: str, dest_dir: Path) -> Wheel:
-    """Write ``build``'s wheel into ``dest_dir``; :class:`WheelNotMadeError` says why not."""
+def check_macos_wheel(root: Path) -> None:
+    """Every library in the unpacked wheel ``root`` resolves inside it or in macOS."""
+    lib = root / PACKAGE / "lib"
+    problems = macos_wheels.check_libraries(p for p in lib.iterdir() if p.suffix == ".dylib")
+    if problems:
+        raise WheelNotMadeError("a macOS loader would not resolve: " + "; ".join(problems))
+
+
+def _make_macos(
+    build: NativeBuild, root: Path, built: dict[str, str], scratch: Path, gates: str
+) -> Path:
+    check_macos_wheel(root)
+    _record(root, built, build, "llama-bindgen (Mach-O load commands checked; no delocate)", gates)
+    return _pack(root, scratch / "final")
+
+
+_MAKERS = {"Linux": _make_linux, "Windows": _make_windows, "Darwin": _make_macos}
+
+
+def make_wheel(
+    build: NativeBuild, package: Path, tag: str, dest_dir: Path, gates: str = RELEASED
+) -> Wheel:
+    """Write ``build``'s wheel into ``dest_dir``; :class:`WheelNotMadeError` says why not.
+    ``gates`` is what its build-info.json says of the build's gates (``wheel.gates``)."""
     plat = PLATFORMS[build.platform]
     with tempfile.TemporaryDirectory(prefix="llama-bindgen-wheel-") as tmp:
         scratch = Path(tmp)
         root = scratch / "stage" / f"{PACKAGE}-wheel"
         root.mkdir(parents=True)
         built = _stage(build, package, tag, root)
-        maker = _make_windows if plat.system == "Windows" else _make_linux
-        made = maker(build, root, built, scratch)
+        made = _MAKERS[plat.system](build, root, built, scratch, gates)
         dest = dest_dir / made.name
         shutil.copyfile(made, dest)
     platform_tag = dest.name.removesuffix(".whl").rsplit("-", 1)[-1]

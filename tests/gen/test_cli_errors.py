@@ -81,6 +81,7 @@ BAD_INPUTS: list[tuple[tuple[str, ...], str]] = [
     (("propose", "b1", "--github-repo", "o/r", "--gates", "{tmp}/none.json"), "--gates"),
     (("propose", "b1", "--github-repo", "o/r", "--gates", "{file}"), "not JSON"),
     (("release", "nosuch", "--repo", "{checkout}"), "has no entry"),
+    (("wheel", "nosuch", "--platform", "macos-arm64", "--repo", "{checkout}"), "has no entry"),
     (("smoke", "--platform", "linux-x86_64", "--bindings", "{tmp}"),
      "abi_manifest.json not found"),
     (("smoke", "--platform", "linux-x86_64", "--model", "{tmp}/none.gguf"), "not found"),
