@@ -149,7 +149,11 @@ def _gates(
 
     logs = options.out / "logs"
     run = PlatformRun(PLATFORM, tree, api, options.bindings, logs, backend=options.backend)
-    progress = lambda text: print(f"gpu-check: {text}", file=sys.stderr, flush=True)  # noqa: E731
+
+    def progress(text: str) -> None:  # after the build: symbols, layout, smoke
+        print(f"gpu-check: {text}", file=sys.stderr, flush=True)
+        report.stage("the gates after the build (symbols, layout)")
+
     outcomes = platform_gates(run, host_platform_name(), builder, smoke_gate, progress)
     report.gates = {o.gate: _gate_record(o) for o in outcomes}
     report.timings |= {o.gate: round(o.seconds, 3) for o in outcomes}
