@@ -28,6 +28,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "generator.commands.fetch_model",
     "generator.commands.gates",
     "generator.commands.generate",
+    "generator.commands.gpu_check",
     "generator.commands.latest",
     "generator.commands.make_test_model",
     "generator.commands.matrix",

@@ -188,8 +188,11 @@ def smoke_gate(run: PlatformRun) -> GateOutcome:
     return smoke_gate_with_report(run)[0]
 
 
-def smoke_gate_with_report(run: PlatformRun) -> tuple[GateOutcome, SmokeReport]:
-    """The smoke gate, and the smoke's report (its checks and the modes it ran)."""
+def smoke_gate_with_report(
+    run: PlatformRun, models_dir: Path | None = None
+) -> tuple[GateOutcome, SmokeReport]:
+    """The smoke gate, and the smoke's report (its checks and the modes it ran); ``models_dir``:
+    the test models written beforehand (``smoke.write_test_models``)."""
     from generator.smoke import run_smoke, tree_image, vocabulary_for_tree
 
     assert run.build is not None
@@ -201,6 +204,7 @@ def smoke_gate_with_report(run: PlatformRun) -> tuple[GateOutcome, SmokeReport]:
         backend=run.backend,
         vocabulary=vocabulary_for_tree(run.tree.root),
         image=tree_image(run.tree.root),
+        models_dir=models_dir,
     )
     log = _write(run.logs / "smoke.log", report.table() + "\n")
     status = {"passed": PASSED, "failed": FAILED}.get(report.status, NOT_RUN)

@@ -42,6 +42,7 @@ from generator.emit.wrapper_contract import (
     status_name,
     strategy_name,
 )
+from generator.errors import UsageError
 from generator.native.host import execution_here
 from generator.platforms import CannotRunError, Execution, Platform, get_platform
 from generator.progress import ticking
@@ -223,33 +224,53 @@ def _model_options(vocabulary: str) -> dict[str, Any]:
     return {"vocabulary": vocabulary, "vocab": max(BYTES_VOCAB_MIN, 320)}
 
 
-def _models(work: Path, model: Path | None, vocabulary: str) -> list[dict[str, Any]]:
+# The test models' files, by the name the plan gives each (``run_smoke``'s ``models_dir``).
+TEST_MODELS = ("agree", "partial", "plain", "draft", "projector")
+
+
+def write_test_models(folder: Path, vocabulary: str) -> dict[str, Path]:
+    """Write every test model the smoke reads (``TEST_MODELS``: the qwen35 models, the draft
+    model, the projector matched to them) into ``folder``, ``<name>.gguf`` each."""
+    from generator.testmodel import sizes_from, write_test_model
+    from generator.testvision import write_test_projector
+
+    options = _model_options(vocabulary)
+    paths = {
+        kind: write_test_model(folder / f"{kind}.gguf", kind, seed=0, **options)
+        for kind in TEST_MODELS[:-1]
+    }
+    sizes = sizes_from(**({"vocab": options["vocab"]} if "vocab" in options else {}))
+    paths["projector"] = write_test_projector(folder / "projector.gguf", text_sizes=sizes)
+    return paths
+
+
+def _test_models(folder: Path, vocabulary: str, models_dir: Path | None) -> dict[str, Path]:
+    """The test models: written into ``folder``, or those ``models_dir`` holds already (written
+    by :func:`write_test_models` on another machine: this one may lack gguf and numpy)."""
+    if models_dir is None:
+        return write_test_models(folder, vocabulary)
+    paths = {kind: (models_dir / f"{kind}.gguf").resolve() for kind in TEST_MODELS}
+    missing = [str(p) for p in paths.values() if not p.is_file()]
+    if missing:
+        raise UsageError(f"test models missing: {', '.join(missing)}")
+    return paths
+
+
+def _models(model: Path | None, test_models: dict[str, Path]) -> list[dict[str, Any]]:
     if model is not None:
         return [
             {"name": model.name, "path": str(model.resolve()), "prompt": REAL_MODEL_PROMPT,
              "expect_unsupported": False}
         ]  # fmt: skip
-    from generator.testmodel import write_test_model
-
-    folder = work / "models"
-    entries = []
-    for kind in ("agree", "partial", "plain"):
-        path = write_test_model(folder / f"{kind}.gguf", kind, seed=0, **_model_options(vocabulary))
-        entries.append(
-            {"name": kind, "path": str(path), "prompt": list(TEST_PROMPT),
-             "expect_unsupported": kind == "plain"}
-        )  # fmt: skip
-    return entries
+    return [
+        {"name": kind, "path": str(test_models[kind]), "prompt": list(TEST_PROMPT),
+         "expect_unsupported": kind == "plain"}
+        for kind in ("agree", "partial", "plain")
+    ]  # fmt: skip
 
 
-def _strategy_plan(work: Path, target: str, max_tokens: int, vocabulary: str) -> dict[str, Any]:
-    """The strategies part on ``target`` (the ``partial`` test model), with the ``draft`` model
-    written beside it."""
-    from generator.testmodel import write_test_model
-
-    draft = write_test_model(
-        work / "models" / "draft.gguf", "draft", seed=0, **_model_options(vocabulary)
-    )
+def _strategy_plan(target: str, draft: Path, max_tokens: int) -> dict[str, Any]:
+    """The strategies part on ``target`` (the ``partial`` test model), with the ``draft`` model."""
     runs = [
         {"name": name, "strategies": list(kinds), "draft": str(draft) if uses_draft else None}
         for name, kinds, uses_draft in STRATEGY_RUNS
@@ -263,16 +284,11 @@ def _strategy_plan(work: Path, target: str, max_tokens: int, vocabulary: str) ->
     }
 
 
-def _media_plan(work: Path, target: str, vocabulary: str, image: Path | None) -> dict[str, Any]:
+def _media_plan(work: Path, target: str, projector: Path, image: Path | None) -> dict[str, Any]:
     """The media part on ``target`` (the ``agree`` test model): the test projector matched to
     it, and ``image`` (default: a small PNG written here)."""
     from generator.testimage import write_solid_png
-    from generator.testmodel import sizes_from
-    from generator.testvision import write_test_projector
 
-    options = _model_options(vocabulary)
-    sizes = sizes_from(**({"vocab": options["vocab"]} if "vocab" in options else {}))
-    projector = write_test_projector(work / "models" / "projector.gguf", text_sizes=sizes)
     if image is None:
         image = write_solid_png(work / "models" / "image.png", 96, 64, MEDIA_COLOUR)
     return {
@@ -571,14 +587,15 @@ def run_smoke(
     vocabulary: str = "test",
     python: list[str] | None = None,
     image: Path | None = None,
+    models_dir: Path | None = None,
 ) -> SmokeReport:
     """Smoke-test the libraries in ``lib_dir`` on ``platform`` (with the bindings in
     ``bindings_parent/llama_bindings`` where the platform's Python runs); ``model``: a real MTP
     GGUF instead of the test models, ``vocabulary`` the test models' (:func:`vocabulary_for_tree`).
     ``python``: a Python with the bindings installed (``lib_dir`` None: ``load()`` finds them),
     ``draft_token_max`` None: the wrapper's default. With the test models, the media part
-    generates after ``image`` (default: a PNG written here) through the test projector.
-    ``not-run`` where it cannot run here."""
+    generates after ``image`` (default: a PNG written here) through the test projector, on the
+    test models in ``models_dir`` when given (:func:`write_test_models`). Not-run: cannot run."""
     plat = get_platform(platform)
     try:
         run = execution_here(plat)
@@ -602,13 +619,12 @@ def run_smoke(
         absent = _device_absent(backend, command, plan, bindings_parent, work, env)
         if absent:
             return SmokeReport(platform, NOT_RUN, absent, runner)
-    models = _models(work, model, vocabulary)
-    plan["models"] = models
+    test_models = {} if model is not None else _test_models(work / "models", vocabulary, models_dir)
+    plan["models"] = _models(model, test_models)
     if model is None:
-        partial = next(m["path"] for m in models if m["name"] == "partial")
-        plan["strategies"] = _strategy_plan(work, partial, max_tokens, vocabulary)
-        agree = next(m["path"] for m in models if m["name"] == "agree")
-        plan["media"] = _media_plan(work, agree, vocabulary, image)
+        partial, agree = str(test_models["partial"]), str(test_models["agree"])
+        plan["strategies"] = _strategy_plan(partial, test_models["draft"], max_tokens)
+        plan["media"] = _media_plan(work, agree, test_models["projector"], image)
     if run.python:
         _progress(platform, f"running the Python driver {runner}{device_note}")
         data, diagnostic = run_driver(command, plan, bindings_parent, work, env)

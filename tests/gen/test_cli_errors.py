@@ -74,6 +74,7 @@ BAD_INPUTS: list[tuple[tuple[str, ...], str]] = [
     (("gates", "--tree", "{tree}", "--platform", "linux-x86_64", "--bindings", "{tmp}"),
      "abi_manifest.json not found"),
     (("generate", "--tree", "{tree}"), "needs a llama-bindgen checkout"),
+    (("gpu-check", "run", "--kit", "{tmp}/none", "--out", "{tmp}/out"), "no gpu-check kit"),
     (("latest", "--upstream", "not-a-repo"), "is not OWNER/NAME"),
     (("latest", "--api-url", "http://127.0.0.1:9"), "GET /repos/ggml-org/llama.cpp/releases"),
     (("make-test-model", "{file}/model.gguf"), "{file}"),

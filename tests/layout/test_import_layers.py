@@ -24,7 +24,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("verify", "smoke"),
     ("release", "tracking"),
     ("bump",),
-    ("docs_site",),
+    ("docs_site", "gpu_check"),
     ("commands",),
     ("cli",),
     ("__main__",),

@@ -199,13 +199,14 @@ def test_c_driver_generates_what_the_python_runtime_generates(
     import sys
 
     from generator.native.host import execution_here
-    from generator.smoke import _media_plan, _models
+    from generator.smoke import _media_plan, _models, write_test_models
     from generator.smoke.c_driver import run_c_driver
 
     plat = get_platform("linux-x86_64")
-    models = _models(tmp_path / "work", None, "test")
-    agree = next(m["path"] for m in models if m["name"] == "agree")
-    media = _media_plan(tmp_path / "work", agree, "test", tree_image(tree_b11312))
+    written = write_test_models(tmp_path / "work" / "models", "test")
+    models = _models(None, written)
+    agree = str(written["agree"])
+    media = _media_plan(tmp_path / "work", agree, written["projector"], tree_image(tree_b11312))
     plan = {"lib_dir": str(host_build.lib_dir), "max_tokens": 32, "n_ctx": 512,
             "draft_token_max": 3, "models": models, "media": media}  # fmt: skip
     c_data, why = run_c_driver(plat, execution_here(plat), plan, tmp_path / "c")
