@@ -137,6 +137,9 @@ def tests(session: nox.Session) -> None:
         session.run("llama-bindgen", "fetch", ref, silent=True)
     for name in TEST_MODELS:
         session.run("llama-bindgen", "fetch-model", name, silent=True)
+    # the GPU check's kit: its wheels are downloaded here once, so the tests make kits offline
+    kit_tree = _tree(session, TEST_TREES[0])
+    session.run("llama-bindgen", "gpu-check", "prepare", "--tree", kit_tree, silent=True)
     session.run("pytest", *(session.posargs or ["-ra"]))
 
 

@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from generator import __version__
-from generator.errors import UsageError
+from generator.errors import SourceError, UsageError
 from generator.gpu_check.trim import write_trimmed_tree
+from generator.paths import default_cache_dir
 from generator.sources.providers import run_pip
 from generator.sources.tree import Tree
 
@@ -37,6 +38,8 @@ CARRIED = ("cffi", "jinja2", "requests", "tomlkit", "tqdm", "pyelftools", "pefil
 NOT_CARRIED = ("libclang", "gguf", "numpy")
 PYTHON_VERSIONS = ("3.11", "3.12", "3.13", "3.14")
 WHEEL_PLATFORM = "manylinux2014_x86_64"
+# Where the downloaded wheels are kept (below the cache), so that a kit is made offline again.
+WHEEL_STORE = "gpu-kit-wheels"
 # The device tool carries 64 MiB in all, the working tree (about 7 MiB) included.
 KIT_LIMIT_BYTES = 48 * 1024 * 1024
 
@@ -51,12 +54,21 @@ def requirements() -> list[str]:
 
 def download_wheels(dest: Path, wanted: list[str]) -> list[str]:
     """``pip download`` of ``wanted`` and their dependencies, binary only, for every CPython of
-    ``PYTHON_VERSIONS`` on manylinux x86-64, into ``dest``; the wheels' names."""
+    ``PYTHON_VERSIONS`` on manylinux x86-64, into ``dest``; the wheels' names. Resolved first
+    from the wheels kept in ``<cache>/gpu-kit-wheels/`` (offline, as the tests run) and only
+    when those do not satisfy it through pip's index, into that store."""
     dest.mkdir(parents=True, exist_ok=True)
+    store = default_cache_dir() / WHEEL_STORE
     for version in PYTHON_VERSIONS:
         args = ["download", "--only-binary=:all:", "--platform", WHEEL_PLATFORM,
-                "--python-version", version, "--implementation", "cp", "-d", str(dest)]  # fmt: skip
-        run_pip([*args, *wanted], f"pip download for CPython {version}")
+                "--python-version", version, "--implementation", "cp"]  # fmt: skip
+        offline = [*args, "--no-index", "--find-links", str(store), "-d", str(dest), *wanted]
+        what = f"pip download for CPython {version}"
+        try:
+            run_pip(offline, f"{what} (from {store})")
+        except SourceError:
+            run_pip([*args, "-d", str(store), *wanted], what)
+            run_pip(offline, f"{what} (from {store})")
     return sorted(p.name for p in dest.glob("*.whl"))
 
 
