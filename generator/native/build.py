@@ -9,8 +9,12 @@ Layout of the result, ``<out>/<platform>/``:
   library.
 
 The default ``<out>`` is ``<cache>/native/<key>``; CMake's build folder is
-``<cache>/build/<platform>-<key>`` and ccache keeps its files in ``<cache>/ccache`` (``<key>``: the
-tree's ``cache_key``, its short commit, or ``tag-<tag>-<digest12>`` when the commit is unknown).
+``<cache>/build/<platform>-<key>-<where>`` and ccache keeps its files in ``<cache>/ccache``
+(``<key>``: the tree's ``cache_key``, its short commit, or ``tag-<tag>-<digest12>`` when the commit
+is unknown). The tree is compiled from ``<cache>/stage/<platform>[-<backend>]/src``, one folder for
+every tree of a platform and backend (``shared_source``), so ccache's results serve every tag: an
+object whose inputs did not change since an earlier tag is not compiled again. The build's own
+ccache hits and misses go to ``<build folder>/logs/ccache-stats.log`` and its last line.
 A tree without its licence files (a lean PyPI sdist's) builds; ``build-info.json`` records what
 it lacks (``licenses``) and ``release`` refuses to ship it.
 A build whose build-info.json matches the tree's commit and the wrapper's sources, with intact
@@ -43,6 +47,7 @@ from generator.native.build_info import (
     wrapper_sources_sha256,
     write_build_info,
 )
+from generator.native.ccache_stats import CacheCounts, read_stats_log
 from generator.native.cmake_driver import (
     BuildError,
     build_environment,
@@ -53,6 +58,7 @@ from generator.native.cmake_driver import (
 from generator.native.cuda_pypi import CudaResolution
 from generator.native.host import host_toolchain
 from generator.native.nextn_archs import single_nextn_architectures
+from generator.native.shared_source import stage_dir, staged_source
 from generator.paths import default_cache_dir, wrapper_dir
 from generator.platforms import (
     BASE_CMAKE_OPTIONS,
@@ -427,10 +433,20 @@ class _Plan:
     def logs(self) -> Path:
         return self.bdir / "logs"
 
+    @property
+    def source(self) -> Path:
+        """Where the tree is compiled from: the one folder of this platform and backend
+        (``shared_source``), made while the build holds its lock."""
+        return stage_dir(default_cache_dir(), gate_key(self.plat.name, self.backend))
+
+    @property
+    def ccache_log(self) -> Path:
+        return self.logs / "ccache-stats.log"
+
     def environment(self) -> dict[str, str]:
-        # ccache rewrites paths under the common parent of tree and build folder to relative
-        # ones, so a build in a new folder (or a copied tree at the same depth) hits the cache
-        return build_environment(default_cache_dir(), [self.tree.root, self.bdir])
+        # ccache rewrites paths under the cache folder (the common parent of the stable source
+        # folder and the build folder) to relative ones, the same for every tree
+        return build_environment(default_cache_dir(), [self.source, self.bdir], self.ccache_log)
 
 
 def _plan(
@@ -534,10 +550,10 @@ def _configure_command(plan: _Plan) -> _Configure:
     abi_path.parent.mkdir(parents=True, exist_ok=True)
     abi_path.write_text(plan.abi_source, encoding="utf-8")
     defines = [f"-D{k}={v}" for k, v in sorted(options.items())]
-    defines += [f"-DLLAMA_CPP_DIR={tree.root}", f"-DCMAKE_INSTALL_PREFIX={bdir / 'stage'}"]
+    defines += [f"-DLLAMA_CPP_DIR={plan.source}", f"-DCMAKE_INSTALL_PREFIX={bdir / 'stage'}"]
     defines.append(f"-DLLAMA_BINDGEN_ABI_SOURCE={abi_path}")
     if mtmd:  # the identity library includes mtmd's headers
-        defines.append(f"-DLLAMA_BINDGEN_ABI_INCLUDE_DIRS={mtmd_api.include_dir(tree.root)}")
+        defines.append(f"-DLLAMA_BINDGEN_ABI_INCLUDE_DIRS={mtmd_api.include_dir(plan.source)}")
     recorded = dict(options)
     compat = False
     if toolchain.cmake_toolchain == "generated":
@@ -706,11 +722,19 @@ def build_native(
     if reused is not None:
         return reused
     progress(f"{plan.label}: llama.cpp {plan.tree.name} ({plan.tree.commit12}) in {plan.bdir}")
-    configure = _configure_command(plan)
-    env = plan.environment()
-    mtp = _configure_and_compile(plan, configure, env)
-    libraries = _install(plan, mtp, env)
+    plan.ccache_log.unlink(missing_ok=True)
+    with staged_source(plan.tree.root, default_cache_dir(), plan.source.parent.name, plan.label):
+        configure = _configure_command(plan)
+        env = plan.environment()
+        mtp = _configure_and_compile(plan, configure, env)
+        libraries = _install(plan, mtp, env)
     api_record = _api_module_record(plan, mtp, libraries)
     info = _record(plan, configure, mtp, api_record, libraries)
-    progress(f"{plan.label}: done: {plan.platform_dir}")
+    progress(
+        f"{plan.label}: done: {plan.platform_dir}{_ccache_summary(read_stats_log(plan.ccache_log))}"
+    )
     return BuildResult(plan.plat, plan.platform_dir, info, mtp, rebuilt=True)
+
+
+def _ccache_summary(counts: CacheCounts | None) -> str:
+    return "" if counts is None else f" (ccache: {counts.describe()})"

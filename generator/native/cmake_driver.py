@@ -101,13 +101,21 @@ def run_step(
         raise BuildError(label, log, f"exit status {rc}")
 
 
-def build_environment(cache_dir: Path, base_dirs: Sequence[Path]) -> dict[str, str]:
-    """The environment for a build: ccache under the cache, paths relative to the tree."""
+def build_environment(
+    cache_dir: Path, base_dirs: Sequence[Path], stats_log: Path | None = None
+) -> dict[str, str]:
+    """The environment for a build: ccache under the cache, with the paths under the common
+    parent of ``base_dirs`` made relative (and the working folder not hashed), so a build whose
+    sources sit at the same relative place finds another's results; ``stats_log``: where ccache
+    appends this build's own counters (``ccache_stats.read_stats_log``)."""
     env = dict(os.environ)
     env["CCACHE_DIR"] = str(cache_dir / "ccache")
     if base_dirs:
         env["CCACHE_BASEDIR"] = str(os.path.commonpath([str(p) for p in base_dirs]))
     env.setdefault("CCACHE_NOHASHDIR", "1")
+    if stats_log is not None:
+        stats_log.parent.mkdir(parents=True, exist_ok=True)
+        env["CCACHE_STATSLOG"] = str(stats_log)
     # Ninja uses this for its status line; keep it parseable.
     env["NINJA_STATUS"] = "[%f/%t] "
     return env

@@ -14,7 +14,9 @@ their own folder (libllama-common) and then the host build's ``lib/``. So both s
 comparison run the same machine code, and only the drivers differ.
 
 Layout: CMake's build folder ``<cache>/build/upstream-drivers-<key>-<where>/cmake`` (as deep as
-the host build's, so ccache's relative paths match), the programs and libllama-common in
+the host build's, and the tree compiled from the host build's stable source folder
+``<cache>/stage/<host platform>/src`` under its lock, so ccache's relative paths match), the
+programs and libllama-common in
 ``<cache>/upstream-drivers/<key>/bin`` with ``drivers.json`` (commit, options, sha256 of each
 file); a second call with that record intact runs no CMake.
 """
@@ -38,6 +40,7 @@ from generator.hashing import file_sha256
 from generator.native.build_info import BUILD_INFO_NAME, read_build_info
 from generator.native.cmake_driver import build_environment, ccache_defines, progress, run_step
 from generator.native.host import host_toolchain
+from generator.native.shared_source import staged_source
 from generator.paths import default_cache_dir
 from generator.platforms import BASE_CMAKE_OPTIONS, get_platform, host_platform_name
 from generator.sources.tree import Tree
@@ -138,12 +141,14 @@ def _compile(tree: Tree, bdir: Path, options: dict[str, str], jobs: int) -> None
         f"-DCMAKE_CXX_COMPILER={toolchain.cxx_compiler}",
     ]
     defines += ccache_defines()
-    env = build_environment(default_cache_dir(), [tree.root, bdir])
-    label = f"upstream drivers {tree.name}"
-    configure = ["cmake", "-S", str(tree.root), "-B", str(cmake_dir), "-G", "Ninja", *defines]
-    run_step(f"{label}: configure", configure, logs / "configure.log", env)
-    build = ["ninja", "-C", str(cmake_dir), f"-j{jobs}", *DRIVERS]
-    run_step(f"{label}: compile {' '.join(DRIVERS)}", build, logs / "build.log", env)
+    cache, label = default_cache_dir(), f"upstream drivers {tree.name}"
+    # compiled from the host build's stable source folder, so ccache's paths are its paths
+    with staged_source(tree.root, cache, host_platform_name(), label) as source:
+        env = build_environment(cache, [source, bdir], logs / "ccache-stats.log")
+        configure = ["cmake", "-S", str(source), "-B", str(cmake_dir), "-G", "Ninja", *defines]
+        run_step(f"{label}: configure", configure, logs / "configure.log", env)
+        build = ["ninja", "-C", str(cmake_dir), f"-j{jobs}", *DRIVERS]
+        run_step(f"{label}: compile {' '.join(DRIVERS)}", build, logs / "build.log", env)
 
 
 def _install(bdir: Path, bin_dir: Path, tree: Tree, options: dict[str, str]) -> None:

@@ -1,0 +1,123 @@
+"""One source folder per platform and backend, so that one compiler cache serves every tree.
+
+ccache finds a compilation's result by its command line and its inputs' contents (in direct mode:
+the source and every header it read, by path and content; otherwise the preprocessed text, whose
+line markers carry the paths). Paths under ``CCACHE_BASEDIR`` are rewritten relative to the
+compiler's working folder. Trees are extracted at ``<cache>/trees/<key>``, so the relative path
+from a build folder to a tree's files names the tree, and no object of one tag was ever found for
+the next: every new tag was a cold build.
+
+So every build of a platform and backend compiles its tree from one folder,
+``<cache>/stage/<gate key>/src``, remade for each build as a copy of the tree made of hard links
+(plain copies where the file system refuses links; both keep each file's modification time).
+With ``CCACHE_BASEDIR`` at the cache folder, the paths ccache sees
+(``../../../stage/<gate key>/src/ggml/src/ggml.c`` from ``<cache>/build/<name>/cmake``) are the
+same for every tree, and an object whose source and headers did not change since any earlier tag
+is taken from the cache. A changed header changes the contents ccache hashes, so whatever includes
+it is compiled again; no ``sloppiness`` is set that would let a change pass unseen.
+
+CMake's build folder stays one per tree (``build.build_dir_for``): Ninja's timestamps only ever
+compare a tree's objects with that same tree's files (the links keep the files' times), and what
+one tree shares with another comes from ccache's content hashes alone.
+
+The folder is one per platform and backend, so two builds of the same key cannot both use it: a
+lock file beside it (``<cache>/stage/<gate key>.lock``) is held from the copy until the build has
+installed. A second build of the same key waits, saying so on stderr, until the first is done (the
+operating system drops the lock of a process that ended, however it ended); builds of other keys
+run side by side. A half-made copy is never trusted: each build makes the copy anew.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO
+
+from generator.native.cmake_driver import progress
+
+STAGE_FOLDER = "stage"
+
+
+def stage_dir(cache: Path, key: str) -> Path:
+    """Where every tree of the gate key ``key`` is compiled from."""
+    return cache / STAGE_FOLDER / key / "src"
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:  # another file system, or one without hard links
+        shutil.copy2(src, dst)
+
+
+def stage_tree(tree_root: Path, dest: Path) -> None:
+    """Make ``dest`` a copy of ``tree_root`` made of hard links (symbolic links kept as links)."""
+    if dest.exists() or dest.is_symlink():
+        shutil.rmtree(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(tree_root, dest, symlinks=True, copy_function=_link_or_copy)
+
+
+if sys.platform == "win32":
+    import msvcrt
+
+    def _try_lock(fh: IO[bytes]) -> bool:
+        try:
+            msvcrt.locking(fh.fileno(), msvcrt.LK_NBLCK, 1)
+        except OSError:
+            return False
+        return True
+
+    def _lock(fh: IO[bytes]) -> None:
+        while not _try_lock(fh):
+            time.sleep(1)
+
+    def _unlock(fh: IO[bytes]) -> None:
+        msvcrt.locking(fh.fileno(), msvcrt.LK_UNLCK, 1)
+
+else:
+    import fcntl
+
+    def _try_lock(fh: IO[bytes]) -> bool:
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
+
+    def _lock(fh: IO[bytes]) -> None:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+
+    def _unlock(fh: IO[bytes]) -> None:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+@contextmanager
+def exclusive(lock_path: Path, label: str) -> Iterator[None]:
+    """Hold the lock file ``lock_path``; when another process holds it, say so and wait."""
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with lock_path.open("a+b") as fh:
+        if not _try_lock(fh):
+            progress(f"{label}: waiting for another build holding {lock_path}")
+            started = time.monotonic()
+            _lock(fh)
+            progress(f"{label}: lock taken after {time.monotonic() - started:.0f} s")
+        try:
+            yield
+        finally:
+            _unlock(fh)
+
+
+@contextmanager
+def staged_source(tree_root: Path, cache: Path, key: str, label: str) -> Iterator[Path]:
+    """The stable folder of ``key`` holding ``tree_root``'s files, for as long as the block runs
+    (no other build of ``key`` uses it meanwhile)."""
+    dest = stage_dir(cache, key)
+    with exclusive(dest.parent.with_name(f"{key}.lock"), label):
+        stage_tree(tree_root, dest)
+        yield dest
