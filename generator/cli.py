@@ -21,6 +21,7 @@ TRACEBACK_ENV = "LLAMA_BINDGEN_TRACEBACK"
 COMMAND_MODULES: tuple[str, ...] = (
     "generator.commands.build",
     "generator.commands.bump",
+    "generator.commands.cache",
     "generator.commands.compat",
     "generator.commands.diff",
     "generator.commands.doctor",

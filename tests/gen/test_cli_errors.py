@@ -66,6 +66,7 @@ BAD_INPUTS: list[tuple[tuple[str, ...], str]] = [
       "--cuda-arch", "sm_89"), "--cuda-arch 'sm_89': expected CUDA architectures"),
     (("bump", "nosuchtag", "--no-github", "--repo", "{checkout}"), "no provider to try"),
     (("bump", "b11312", "--repo", "{tmp}/nowhere"), "not a llama-bindgen checkout"),
+    (("cache", "--cache", "{file}"), "--cache {file}: not a folder"),
     (("diff", "{tmp}/missing.json", str(PACKAGE)), "no such file or folder"),
     (("doctor", "--platform", "linux-sparc"), "--platform linux-sparc: not a build key"),
     (("fetch", ""), "empty REF"),

@@ -9,6 +9,7 @@ them) say what was compiled and what came from the cache.
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import threading
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from generator.cli import main
 from generator.native import shared_source
 from generator.native.ccache_stats import CacheCounts, cache_counts, read_stats_log
 from generator.native.cmake_driver import build_environment, ccache_defines
@@ -79,7 +81,7 @@ def _objects(folder: Path) -> dict[str, bytes]:
 
 
 def test_a_later_tree_takes_unchanged_objects_from_the_cache(
-    trees: tuple[Path, Path], tmp_path: Path
+    trees: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     tree_a, tree_b = trees
     cache = tmp_path / "cache"
@@ -104,6 +106,12 @@ def test_a_later_tree_takes_unchanged_objects_from_the_cache(
 
     totals = cache_counts(cache / "ccache")
     assert (totals.hits, totals.misses) == (2 + 3, 3 + 1)
+    # `llama-bindgen cache` reports the same totals
+    capsys.readouterr()
+    assert main(["cache", "--cache", str(cache), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["hits"], report["misses"], report["hit_rate"]) == (5, 4, 5 / 9)
+    assert report["size_kib"] > 0
 
 
 def test_trees_built_where_they_were_extracted_share_nothing(
