@@ -1,8 +1,9 @@
 """``llama-bindgen compat TAG ...``: a bump's gates on many upstream tags, without pinning any.
 
-For each tag: fetch (releases.toml's pin, else the PyPI sdist ``tag-sources.toml`` records or
-finds) -> generate the tag's own bindings into a work folder -> build, symbols, layout and smoke
-on each platform asked for (the smoke runs every strategy the tag has through the tag's
+For each tag, oldest first (so each build finds the last one's objects in the compiler cache):
+fetch (releases.toml's pin, else the PyPI sdist ``tag-sources.toml`` records or finds) ->
+generate the tag's own bindings into a work folder -> build, symbols, layout and smoke on each
+platform asked for (the smoke runs every strategy the tag has through the tag's
 regenerated runtime). The results go to ``reports/compat.json`` (one entry per tag, merged with
 the tags checked before, deterministic) and the compatibility table of the documentation
 (``docs/reference/compat.md``) is rendered from that file. Nothing else in the repository
@@ -313,13 +314,15 @@ def _difference(recorded: TagResult | None, now: TagResult) -> str:
 def run_compat(
     options: CompatOptions, check: Callable[[str, CompatOptions], TagResult] = check_tag
 ) -> dict[str, TagResult]:
-    """Check every tag, merge the results into the results file, re-render the table page;
-    CompatFailed (after writing) when a tag did not pass every gate."""
+    """Check every tag, oldest first (bN's number, whatever order they were given in: each
+    tag's build then finds the last one's objects in the compiler cache), merge the results into
+    the results file, re-render the table page; CompatFailed (after writing) when a tag did not
+    pass every gate."""
     path = options.results or options.repo / RESULTS_FILE
     results = load_results(path)
     recorded = dict(results)
     checked = []
-    for tag in options.tags:
+    for tag in sorted(options.tags, key=tag_number):
         _progress(tag, "start")
         checked.append(check(tag, options))
         results[tag] = checked[-1]

@@ -181,3 +181,16 @@ def test_the_media_outcome_says_what_the_smokes_media_part_did() -> None:
     assert media_outcome(report(image, Check(mtp.name, False))) == "media failed"
     assert media_outcome(report(notes=("media: not run (no libmtmd)",))) == "not run (no libmtmd)"
     assert media_outcome(report(Check("agree: accepted > 0", True))) == ""
+
+
+def test_tags_run_oldest_first_whatever_order_they_were_given_in(tmp_path: Path) -> None:
+    """Each tag's build then starts from the previous tag's compiler cache."""
+    repo = _repo(tmp_path)
+    order: list[str] = []
+
+    def check(tag: str, _options: CompatOptions) -> TagResult:
+        order.append(tag)
+        return _result(tag, ok=True)
+
+    run_compat(CompatOptions(("b10568", "b9246", "b11063", "b10001"), repo), check)
+    assert order == ["b9246", "b10001", "b10568", "b11063"]
