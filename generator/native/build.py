@@ -11,10 +11,11 @@ Layout of the result, ``<out>/<platform>/``:
 The default ``<out>`` is ``<cache>/native/<key>``; CMake's build folder is
 ``<cache>/build/<platform>-<key>-<where>`` and ccache keeps its files in ``<cache>/ccache``
 (``<key>``: the tree's ``cache_key``, its short commit, or ``tag-<tag>-<digest12>`` when the commit
-is unknown). The tree is compiled from ``<cache>/stage/<platform>[-<backend>]/src``, one folder for
-every tree of a platform and backend (``shared_source``), so ccache's results serve every tag: an
-object whose inputs did not change since an earlier tag is not compiled again. The build's own
-ccache hits and misses go to ``<build folder>/logs/ccache-stats.log`` and its last line.
+is unknown). The tree is compiled from ``<cache>/stage/<platform>[-<backend>]/llama.cpp``, one
+folder for every tree of a platform and backend (``shared_source``), so ccache's results serve
+every tag: an object whose inputs did not change since an earlier tag is not compiled again. The
+build's own ccache hits and misses go to ``<build folder>/logs/ccache-stats.log`` and its last
+line.
 A tree without its licence files (a lean PyPI sdist's) builds; ``build-info.json`` records what
 it lacks (``licenses``) and ``release`` refuses to ship it.
 A build whose build-info.json matches the tree's commit and the wrapper's sources, with intact

@@ -8,11 +8,11 @@ from a build folder to a tree's files names the tree, and no object of one tag w
 the next: every new tag was a cold build.
 
 So every build of a platform and backend compiles its tree from one folder,
-``<cache>/stage/<gate key>/src``, remade for each build as a copy of the tree made of hard links
-(plain copies where the file system refuses links; both keep each file's modification time).
-With ``CCACHE_BASEDIR`` at the cache folder, the paths ccache sees
-(``../../../stage/<gate key>/src/ggml/src/ggml.c`` from ``<cache>/build/<name>/cmake``) are the
-same for every tree, and an object whose source and headers did not change since any earlier tag
+``<cache>/stage/<gate key>/llama.cpp``, remade for each build as a copy of the tree made of hard
+links (plain copies where the file system refuses links; both keep each file's modification
+time). With ``CCACHE_BASEDIR`` at the cache folder, the paths ccache sees
+(``../../../stage/<gate key>/llama.cpp/ggml/src/ggml.c`` from ``<cache>/build/<name>/cmake``) are
+the same for every tree, and an object whose source and headers did not change since any earlier tag
 is taken from the cache. A changed header changes the contents ccache hashes, so whatever includes
 it is compiled again; no ``sloppiness`` is set that would let a change pass unseen.
 
@@ -41,11 +41,14 @@ from typing import IO
 from generator.native.cmake_driver import progress
 
 STAGE_FOLDER = "stage"
+# Not a folder name found inside a tree ("src", "include", ...): the compiler's paths into the
+# tree pass through it, and build.first_wrapper_error reads a path from the last of those names.
+TREE_FOLDER = "llama.cpp"
 
 
 def stage_dir(cache: Path, key: str) -> Path:
     """Where every tree of the gate key ``key`` is compiled from."""
-    return cache / STAGE_FOLDER / key / "src"
+    return cache / STAGE_FOLDER / key / TREE_FOLDER
 
 
 def _link_or_copy(src: str, dst: str) -> None:

@@ -3,6 +3,8 @@ sources, with the upstream declaration the compiler pointed at (no native build 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from generator.native.build import first_wrapper_error
 
 GCC_LOG = """\
@@ -47,4 +49,16 @@ def test_an_error_without_a_note_is_given_alone() -> None:
     log = "/w/llama_mtp_sidecar.cpp:5:3: error: 'llama_foo' was not declared in this scope\n"
     assert first_wrapper_error(log) == (
         "llama_mtp_sidecar.cpp:5: 'llama_foo' was not declared in this scope"
+    )
+
+
+def test_an_upstream_note_from_the_stable_source_folder_is_named_from_the_tree_top() -> None:
+    """Trees are compiled from ``<cache>/stage/<key>/llama.cpp`` (``native.shared_source``); the
+    compiler's paths into it, relative to the build folder, lead to the tree's own folders."""
+    from generator.native.shared_source import stage_dir
+
+    top = "../../.." / stage_dir(Path(""), "linux-x86_64")
+    log = GCC_LOG.replace("/t/common/speculative.h", f"{top}/include/llama.h")
+    assert first_wrapper_error(log).endswith(
+        "(upstream: include/llama.h:31: 'struct common_speculative_draft_params' declared here)"
     )
