@@ -59,7 +59,7 @@ from generator.native.cmake_driver import (
 from generator.native.cuda_pypi import CudaResolution
 from generator.native.host import host_toolchain
 from generator.native.nextn_archs import single_nextn_architectures
-from generator.native.shared_source import stage_dir, staged_source
+from generator.native.shared_source import stage_dir, staged_source, tree_id
 from generator.paths import default_cache_dir, wrapper_dir
 from generator.platforms import (
     BASE_CMAKE_OPTIONS,
@@ -553,6 +553,7 @@ def _configure_command(plan: _Plan) -> _Configure:
     defines = [f"-D{k}={v}" for k, v in sorted(options.items())]
     defines += [f"-DLLAMA_CPP_DIR={plan.source}", f"-DCMAKE_INSTALL_PREFIX={bdir / 'stage'}"]
     defines.append(f"-DLLAMA_BINDGEN_ABI_SOURCE={abi_path}")
+    defines.append(f"-DLLAMA_BINDGEN_TREE_ID={tree_id(tree.root, tree.digest)}")
     if mtmd:  # the identity library includes mtmd's headers
         defines.append(f"-DLLAMA_BINDGEN_ABI_INCLUDE_DIRS={mtmd_api.include_dir(plan.source)}")
     recorded = dict(options)

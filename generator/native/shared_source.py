@@ -16,6 +16,15 @@ the same for every tree, and an object whose source and headers did not change s
 is taken from the cache. A changed header changes the contents ccache hashes, so whatever includes
 it is compiled again; no ``sloppiness`` is set that would let a change pass unseen.
 
+ccache's direct mode (it hashes the command line and the headers a compilation read, without
+running the preprocessor) cannot see a header that a newer tree adds earlier in the include path
+(a ``two.h`` beside the source, shadowing ``include/two.h``): between trees it would hand out the
+old object. So every compile command names its tree (``tree_id``, a ``-D`` that no source reads):
+direct mode then serves a tree only its own objects (a rebuild of the same tree), and between trees
+ccache goes through its preprocessor mode, which hashes the preprocessed text (every header as
+the compiler found it, ``-D`` options left out) and shares exactly the objects whose text is the
+same.
+
 CMake's build folder stays one per tree (``build.build_dir_for``): Ninja's timestamps only ever
 compare a tree's objects with that same tree's files (the links keep the files' times), and what
 one tree shares with another comes from ccache's content hashes alone.
@@ -29,6 +38,7 @@ run side by side. A half-made copy is never trusted: each build makes the copy a
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import sys
@@ -44,6 +54,14 @@ STAGE_FOLDER = "stage"
 # Not a folder name found inside a tree ("src", "include", ...): the compiler's paths into the
 # tree pass through it, and build.first_wrapper_error reads a path from the last of those names.
 TREE_FOLDER = "llama.cpp"
+
+
+def tree_id(tree_root: Path, digest: str) -> str:
+    """The name of a tree in its compile commands (the wrapper project's ``LLAMA_BINDGEN_TREE_ID``
+    definition, which no source reads): ccache's direct mode hashes the command line, so what it
+    records serves that tree alone, while its preprocessor mode, which leaves ``-D`` options out
+    of its hash, shares an object between trees wherever the preprocessed text is the same."""
+    return hashlib.sha256(f"{tree_root}\0{digest}".encode()).hexdigest()[:16]
 
 
 def stage_dir(cache: Path, key: str) -> Path:

@@ -145,6 +145,9 @@ def _compile(tree: Tree, bdir: Path, options: dict[str, str], jobs: int) -> None
     # compiled from the host build's stable source folder, so ccache's paths are its paths
     with staged_source(tree.root, cache, host_platform_name(), label) as source:
         env = build_environment(cache, [source, bdir], logs / "ccache-stats.log")
+        # upstream's project takes no tree name (shared_source.tree_id): ccache's preprocessor
+        # mode only, which shares objects by their preprocessed text and misses no new header
+        env["CCACHE_NODIRECT"] = "1"
         configure = ["cmake", "-S", str(source), "-B", str(cmake_dir), "-G", "Ninja", *defines]
         run_step(f"{label}: configure", configure, logs / "configure.log", env)
         build = ["ninja", "-C", str(cmake_dir), f"-j{jobs}", *DRIVERS]

@@ -15,6 +15,7 @@ from generator.hashing import file_sha256
 from generator.native.build import build_dir_for, build_native
 from generator.native.build_info import wrapper_sources_sha256
 from generator.native.cmake_driver import BuildError
+from generator.native.shared_source import stage_dir, tree_id
 from generator.paths import default_cache_dir
 from generator.platforms import get_platform
 from generator.sources.tree import Tree
@@ -60,6 +61,20 @@ def test_host_build_layout_and_info(native_build: BuildFactory, tree_b11312: Pat
     text = info_path.read_text()
     assert str(default_cache_dir()) not in text and str(tree_b11312) not in text
     assert text == json.dumps(info, indent=2, sort_keys=True) + "\n"
+
+
+def test_the_tree_is_compiled_from_the_stable_folder_under_its_name(
+    native_build: BuildFactory, tree_b11312: Path
+) -> None:
+    """Every tag's objects come from one folder (ccache shares them between tags), and every
+    compile command names its tree (ccache's direct mode then serves a tree only its own)."""
+    build = native_build(tree_b11312, "linux-x86_64")
+    tree = Tree.read(tree_b11312)
+    ninja = build_dir_for(tree, build.platform) / "cmake" / "build.ninja"
+    text = ninja.read_text(encoding="utf-8")
+    assert f"-DLLAMA_BINDGEN_TREE_ID={tree_id(tree.root, tree.digest)}" in text
+    source = stage_dir(default_cache_dir(), "linux-x86_64")
+    assert f"{source / 'src' / 'llama.cpp'}" in text and str(tree.root) not in text
 
 
 def test_up_to_date_build_is_reused(native_build: BuildFactory, tree_b11312: Path) -> None:

@@ -22,11 +22,13 @@ from generator.cli import main
 from generator.native import shared_source
 from generator.native.ccache_stats import CacheCounts, cache_counts, read_stats_log
 from generator.native.cmake_driver import build_environment, ccache_defines
-from generator.native.shared_source import exclusive, stage_dir, staged_source
+from generator.native.shared_source import exclusive, stage_dir, staged_source, tree_id
 
 KEY = "linux-x86_64"
+# as the wrapper's CMakeLists.txt does: the tree's name in every compile command
 CMAKE = """cmake_minimum_required(VERSION 3.14)
 project(tiny C)
+add_compile_definitions(LLAMA_BINDGEN_TREE_ID=${LLAMA_BINDGEN_TREE_ID})
 add_library(tiny SHARED a.c b.c c.c)
 target_include_directories(tiny PRIVATE include)
 """
@@ -63,7 +65,8 @@ def _build(tree: Path, cache: Path, name: str, staged: bool = True) -> tuple[Cac
     def run(source: Path) -> None:
         env = build_environment(cache, [source, bdir], log)
         cmake = ["cmake", "-S", str(source), "-B", str(bdir / "cmake"), "-G", "Ninja",
-                 "-DCMAKE_BUILD_TYPE=Release", *ccache_defines()]  # fmt: skip
+                 "-DCMAKE_BUILD_TYPE=Release", *ccache_defines(),
+                 f"-DLLAMA_BINDGEN_TREE_ID={tree_id(tree, tree.name)}"]  # fmt: skip
         for argv in (cmake, ["ninja", "-C", str(bdir / "cmake")]):
             subprocess.run(argv, env=env, check=True, capture_output=True)
 
@@ -74,6 +77,12 @@ def _build(tree: Path, cache: Path, name: str, staged: bool = True) -> tuple[Cac
         run(tree)
     counts = read_stats_log(log) or CacheCounts(0, 0)
     return counts, bdir / "cmake" / "CMakeFiles" / "tiny.dir"
+
+
+def _direct_hits(cache: Path, name: str) -> int:
+    """How many of the last build's hits in ``<cache>/build/<name>`` were direct-mode hits."""
+    log = cache / "build" / name / "logs" / "ccache-stats.log"
+    return log.read_text().splitlines().count("direct_cache_hit")
 
 
 def _objects(folder: Path) -> dict[str, bytes]:
@@ -90,8 +99,10 @@ def test_a_later_tree_takes_unchanged_objects_from_the_cache(
     built_a = _objects(objects_a)
 
     second, objects_b = _build(tree_b, cache, "tiny-b")
-    # a.c and c.c are unchanged: from the cache; b.c includes the changed two.h: compiled
+    # a.c and c.c are unchanged: from the cache (by their preprocessed text: direct mode serves a
+    # tree only what was recorded for it); b.c includes the changed two.h: compiled
     assert (second.hits, second.misses) == (1 + 1, 1)
+    assert _direct_hits(cache, "tiny-b") == 0
     built_b = _objects(objects_b)
     assert built_b["a.c.o"] == built_a["a.c.o"] and built_b["c.c.o"] == built_a["c.c.o"]
     assert built_b["b.c.o"] != built_a["b.c.o"]
@@ -99,6 +110,7 @@ def test_a_later_tree_takes_unchanged_objects_from_the_cache(
     # back to A in a new build folder: every object from the cache, and they are A's
     again, objects_again = _build(tree_a, cache, "tiny-a-again")
     assert (again.hits, again.misses) == (3, 0)
+    assert _direct_hits(cache, "tiny-a-again") == 3  # the same tree: its own direct-mode records
     assert _objects(objects_again) == built_a
     # and in A's own build folder, Ninja finds A's objects current (the links keep the times)
     rerun, objects_rerun = _build(tree_a, cache, "tiny-a")
@@ -112,6 +124,24 @@ def test_a_later_tree_takes_unchanged_objects_from_the_cache(
     report = json.loads(capsys.readouterr().out)
     assert (report["hits"], report["misses"], report["hit_rate"]) == (5, 4, 5 / 9)
     assert report["size_kib"] > 0
+
+
+def test_a_header_a_later_tree_adds_earlier_in_the_include_path_is_seen(
+    trees: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """ccache's direct mode records the headers a compilation read, not those it would have read
+    had they existed: a two.h beside b.c (found before include/two.h) must not pass unseen."""
+    tree_a, _ = trees
+    shadowing = tmp_path / "trees" / "tag-b3-cccc"
+    shutil.copytree(tree_a, shadowing)
+    (shadowing / "two.h").write_text("#define TWO 7\n")
+    cache = tmp_path / "cache"
+    _, objects_a = _build(tree_a, cache, "tiny-a")
+    built_a = _objects(objects_a)
+    later, objects_later = _build(shadowing, cache, "tiny-c")
+    assert (later.hits, later.misses) == (2, 1)
+    built = _objects(objects_later)
+    assert built["b.c.o"] != built_a["b.c.o"] and built["a.c.o"] == built_a["a.c.o"]
 
 
 def test_trees_built_where_they_were_extracted_share_nothing(
