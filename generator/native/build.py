@@ -427,8 +427,12 @@ class _Plan:
     cuda_arch: str | None = None  # CMake's CUDA architectures; None: llama.cpp's own list
 
     @property
+    def key(self) -> str:
+        return gate_key(self.plat.name, self.backend)
+
+    @property
     def label(self) -> str:
-        return f"build {gate_key(self.plat.name, self.backend)}"
+        return f"build {self.key}"
 
     @property
     def logs(self) -> Path:
@@ -438,7 +442,7 @@ class _Plan:
     def source(self) -> Path:
         """Where the tree is compiled from: the one folder of this platform and backend
         (``shared_source``), made while the build holds its lock."""
-        return stage_dir(default_cache_dir(), gate_key(self.plat.name, self.backend))
+        return stage_dir(default_cache_dir(), self.key)
 
     @property
     def ccache_log(self) -> Path:
@@ -725,7 +729,7 @@ def build_native(
         return reused
     progress(f"{plan.label}: llama.cpp {plan.tree.name} ({plan.tree.commit12}) in {plan.bdir}")
     plan.ccache_log.unlink(missing_ok=True)
-    with staged_source(plan.tree.root, default_cache_dir(), plan.source.parent.name, plan.label):
+    with staged_source(plan.tree.root, default_cache_dir(), plan.key, plan.label):
         configure = _configure_command(plan)
         env = plan.environment()
         mtp = _configure_and_compile(plan, configure, env)

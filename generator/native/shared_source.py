@@ -27,7 +27,9 @@ same.
 
 CMake's build folder stays one per tree (``build.build_dir_for``): Ninja's timestamps only ever
 compare a tree's objects with that same tree's files (the links keep the files' times), and what
-one tree shares with another comes from ccache's content hashes alone.
+one tree shares with another comes from ccache's content hashes alone. The links share their
+files with the fetched tree, so nothing may write into the folder: llama.cpp's CMake and the
+wrapper's write only into the build folder (``configure_file`` and ``file(WRITE)`` included).
 
 The folder is one per platform and backend, so two builds of the same key cannot both use it: a
 lock file beside it (``<cache>/stage/<gate key>.lock``) is held from the copy until the build has

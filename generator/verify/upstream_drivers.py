@@ -16,9 +16,8 @@ comparison run the same machine code, and only the drivers differ.
 Layout: CMake's build folder ``<cache>/build/upstream-drivers-<key>-<where>/cmake`` (as deep as
 the host build's, and the tree compiled from the host build's stable source folder
 ``<cache>/stage/<host platform>/llama.cpp`` under its lock, so ccache's relative paths match), the
-programs and libllama-common in
-``<cache>/upstream-drivers/<key>/bin`` with ``drivers.json`` (commit, options, sha256 of each
-file); a second call with that record intact runs no CMake.
+programs and libllama-common in ``<cache>/upstream-drivers/<key>/bin`` with ``drivers.json``
+(commit, options, sha256 of each file); a second call with that record intact runs no CMake.
 """
 
 from __future__ import annotations
