@@ -80,7 +80,9 @@ def _link_or_copy(src: str, dst: str) -> None:
 
 def stage_tree(tree_root: Path, dest: Path) -> None:
     """Make ``dest`` a copy of ``tree_root`` made of hard links (symbolic links kept as links)."""
-    if dest.exists() or dest.is_symlink():
+    if dest.is_symlink() or dest.is_file():
+        dest.unlink()
+    elif dest.exists():
         shutil.rmtree(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     shutil.copytree(tree_root, dest, symlinks=True, copy_function=_link_or_copy)

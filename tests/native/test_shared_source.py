@@ -168,6 +168,10 @@ def test_the_stage_is_the_tree_made_of_links(trees: tuple[Path, Path], tmp_path:
     with staged_source(tree_a, cache, KEY, "build") as source:  # nothing of B is left
         assert not (source / "only-in-b.c").exists()
         assert (source / "include" / "two.h").read_text() == "#define TWO 2\n"
+    shutil.rmtree(source)
+    source.symlink_to(tree_b)  # a link left there is replaced, and what it points at kept
+    with staged_source(tree_a, cache, KEY, "build") as source:
+        assert not source.is_symlink() and (tree_b / "only-in-b.c").is_file()
 
 
 def test_a_second_build_of_the_key_waits_for_the_first(
