@@ -483,6 +483,10 @@ def _panels(sections: dict[str, Any]) -> list[Panel]:
         stats += list(ch["speedup_vs_own"].values())
         title = "chat: whole 4-turn chat, time of B / time of A for 'A vs B' (higher: A faster)"
         panels.append((labels, stats, title, 1))
+    if "tags" in sections:
+        from bench.tag_builds import panel
+
+        panels.append(panel(sections["tags"]))
     if sections.get("import", {}).get("ratio_vs_llama_cpp_python"):
         r = sections["import"]["ratio_vs_llama_cpp_python"]
         title = "6. import + load() + one call, whole process / llama-cpp-python (target 0.2)"

@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -35,7 +36,8 @@ METHOD = (
     "the ccache that build left), as the tracking workflow restores the last tag's cache. Cold: "
     "tag N alone in a fresh cache folder (empty ccache, new build folder), right after its warm "
     "build. Hits and misses: the build's own ccache counts (its `ccache-stats.log`); the load "
-    "average at each build's start says what else the shared machine ran."
+    "average at each build's start says what else the shared machine ran, and the CPU time "
+    "(user and system, of the build and every compiler it ran) moves less with it."
 )
 
 
@@ -50,6 +52,7 @@ def _fetch(repo: Path, tag: str) -> Path:
 def _build(repo: Path, tree: Path, cache: Path, jobs: int) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(repo), "LLAMA_BINDGEN_CACHE": str(cache)}
     load = os.getloadavg()[0]  # the machine is shared: what else ran shows here
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-m", "generator", "build", "--tree", str(tree), "--platform", PLATFORM,
@@ -57,9 +60,12 @@ def _build(repo: Path, tree: Path, cache: Path, jobs: int) -> dict[str, Any]:
         check=True, env=env, capture_output=True, text=True,
     )  # fmt: skip
     seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the build and every compiler it ran
+    cpu = after.ru_utime + after.ru_stime - used.ru_utime - used.ru_stime
     found = _COUNTS.findall(proc.stderr)
     hits, misses = (int(found[-1][0]), int(found[-1][1])) if found else (None, None)
-    return {"seconds": seconds, "hits": hits, "misses": misses, "load_at_start": round(load, 2)}
+    return {"seconds": seconds, "cpu_seconds": cpu, "hits": hits, "misses": misses,
+            "load_at_start": round(load, 2)}  # fmt: skip
 
 
 def _rate(record: dict[str, Any]) -> float | None:
@@ -90,11 +96,34 @@ def run(
     pairs = [
         {"previous": prev, "tag": tag, "warm": warm[tag], "cold": cold[tag],
          "warm_over_cold": warm[tag]["seconds"] / cold[tag]["seconds"],
+         "cpu_warm_over_cold": warm[tag]["cpu_seconds"] / cold[tag]["cpu_seconds"],
          "warm_hit_rate": _rate(warm[tag]), "cold_hit_rate": _rate(cold[tag])}
         for prev, tag in itertools.pairwise(tags)
     ]  # fmt: skip
     return {"method": METHOD, "platform": PLATFORM, "jobs": jobs, "first": cold[tags[0]],
             "pairs": pairs}  # fmt: skip
+
+
+def _cpu(record: dict[str, Any]) -> str:
+    cpu = record.get("cpu_seconds")
+    return "-" if cpu is None else f"{cpu:.0f} s"
+
+
+def _cpu_ratio(pair: dict[str, Any]) -> str:
+    ratio = pair.get("cpu_warm_over_cold")
+    return "-" if ratio is None else f"{ratio:.2f}x"
+
+
+def panel(section: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]], str, float]:
+    """The chart's panel: each pair's warm/cold wall and CPU time (one run each)."""
+    labels: list[str] = []
+    stats: list[dict[str, Any]] = []
+    for p in section["pairs"]:
+        for what, key in (("wall", "warm_over_cold"), ("cpu", "cpu_warm_over_cold")):
+            if p.get(key) is not None:
+                labels.append(f"{p['tag']} {what}")
+                stats.append({"median": p[key], "min": p[key], "max": p[key], "runs": 1})
+    return labels, stats, "tags: a new tag's build after the last one / cold (goal 0.3)", 0.3
 
 
 def lines(section: dict[str, Any]) -> list[str]:
@@ -104,15 +133,16 @@ def lines(section: dict[str, Any]) -> list[str]:
         "",
         section["method"],
         "",
-        "| tag (after) | warm build | its ccache hits / misses | cold build | cold hits / misses "
-        "| warm / cold | load at start (warm, cold) |",
+        "| tag (after) | warm build (CPU) | its ccache hits / misses | cold build (CPU) "
+        "| cold hits / misses | warm / cold (CPU) | load at start (warm, cold) |",
         "|---|---|---|---|---|---|---|",
     ]
     for p in section["pairs"]:
         w, c = p["warm"], p["cold"]
         out.append(
-            f"| {p['tag']} (after {p['previous']}) | {w['seconds']:.0f} s "
-            f"| {w['hits']} / {w['misses']} | {c['seconds']:.0f} s | {c['hits']} / {c['misses']} "
-            f"| {p['warm_over_cold']:.2f}x | {w.get('load_at_start')}, {c.get('load_at_start')} |"
+            f"| {p['tag']} (after {p['previous']}) | {w['seconds']:.0f} s ({_cpu(w)}) "
+            f"| {w['hits']} / {w['misses']} | {c['seconds']:.0f} s ({_cpu(c)}) "
+            f"| {c['hits']} / {c['misses']} | {p['warm_over_cold']:.2f}x ({_cpu_ratio(p)}) "
+            f"| {w.get('load_at_start')}, {c.get('load_at_start')} |"
         )
     return [*out, ""]
