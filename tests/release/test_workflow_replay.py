@@ -9,7 +9,12 @@ job, not only linted. What the replay does instead of a step, and why:
 
 * ``actions/checkout``: the copy of this checkout; ``actions/setup-python``: this interpreter,
   first on ``PATH`` (its version checked against the step's ``python-version``);
-  ``actions/upload-artifact``: the folder it would upload is checked to exist and hold files.
+  ``actions/upload-artifact``: the folder it would upload is checked to exist and hold files;
+  ``actions/cache``: its path is checked to lie in the llama-bindgen cache folder the job uses,
+  which is this machine's own cache, linked at ``$RUNNER_TEMP/llama-bindgen-cache`` (as a
+  restored cache would hold it: the builds stay warm).
+* ``$GITHUB_ENV``: a file, whose ``KEY=VALUE`` lines a step writes are in the later steps'
+  environment, as on the runner; ``$RUNNER_TEMP`` and ``runner.temp``: a temporary folder.
 * The platform's setup step (``sudo apt-get ... install PKGS``) needs root and the network: the
   replay checks instead that every package it names is installed here (``dpkg-query``).
 * The nox sessions find their virtualenvs already made (nox reuses them) with this interpreter's
@@ -32,6 +37,7 @@ from typing import Any
 import pytest
 import yaml
 
+from generator.paths import default_cache_dir
 from generator.release.workflow import default_workflow_path
 from tests.repo import REPO_ROOT
 
@@ -112,6 +118,24 @@ def _sessions_used(steps: list[dict[str, Any]]) -> list[str]:
     return sorted({m for s in steps for m in re.findall(r"nox -s (\w+)", s.get("run", ""))})
 
 
+def _runner_folders(tmp_path: Path, ctx: Context) -> dict[str, str]:
+    """``RUNNER_TEMP`` (this machine's cache linked in it) and an empty ``GITHUB_ENV`` file."""
+    temp = tmp_path / "runner-temp"
+    temp.mkdir()
+    (temp / "llama-bindgen-cache").symlink_to(default_cache_dir(), target_is_directory=True)
+    ctx.values["runner"] = {"temp": str(temp)}
+    github_env = tmp_path / "github-env"
+    github_env.write_text("")
+    return {"RUNNER_TEMP": str(temp), "GITHUB_ENV": str(github_env)}
+
+
+def _written_env(github_env: Path) -> dict[str, str]:
+    """The ``KEY=VALUE`` lines a step wrote to ``$GITHUB_ENV`` (the file is emptied)."""
+    lines = github_env.read_text().splitlines()
+    github_env.write_text("")
+    return dict(line.split("=", 1) for line in lines if "=" in line)
+
+
 def _setup_step(env: dict[str, str]) -> tuple[bool, str]:
     match = APT_SETUP.match(env["SETUP"])
     assert match, f"the replay expects an apt-get setup on a Linux runner: {env['SETUP']!r}"
@@ -152,6 +176,7 @@ def test_a_linux_x86_64_job_runs_here(backend: str, tmp_path: Path) -> None:
 
     base_env = {**os.environ, "PIP_NO_INDEX": "1", "PIP_NO_BUILD_ISOLATION": "0", "CI": "true"}
     base_env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{base_env['PATH']}"
+    base_env.update(_runner_folders(tmp_path, ctx))
     base_env.pop("VIRTUAL_ENV", None)
     for scope in (workflow.get("env", {}), job.get("env", {})):
         base_env.update({k: ctx.text(str(v)) for k, v in scope.items()})
@@ -167,6 +192,7 @@ def test_a_linux_x86_64_job_runs_here(backend: str, tmp_path: Path) -> None:
         else:
             env = {**base_env, **{k: ctx.text(str(v)) for k, v in step.get("env", {}).items()}}
             ok, detail = _run_step(step, env, clone, ctx)
+            base_env.update(_written_env(Path(base_env["GITHUB_ENV"])))
             outcome = "success" if ok else "failure"
             failed = failed or not ok
             ran.append(name)
@@ -198,6 +224,10 @@ def _run_step(
             want = str(step["with"]["python-version"])
             have = f"{sys.version_info.major}.{sys.version_info.minor}"
             return have == want, f"python {have} (the step asks for {want})"
+        if action == "actions/cache":
+            path = Path(ctx.text(step["with"]["path"]))
+            inside = path.is_relative_to(Path(env["LLAMA_BINDGEN_CACHE"]))
+            return inside, f"{path}: in the job's cache folder, this machine's cache"
         if action == "actions/upload-artifact":
             path = clone / ctx.text(step["with"]["path"])
             files = [p for p in path.rglob("*") if p.is_file()] if path.is_dir() else []
