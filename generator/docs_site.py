@@ -35,6 +35,12 @@ def _month(result: TagResult) -> date | None:
     return date(int(year), int(month), 15)
 
 
+def _results_by_tag(repo: Path | None) -> list[TagResult]:
+    """``reports/compat.json`` of ``repo`` (else the checkout), oldest tag first."""
+    root = repo if repo is not None else checkout_root("drawing the compat chart")
+    return sorted(load_results(root / RESULTS_FILE).values(), key=lambda r: tag_number(r.tag))
+
+
 def _undated(results: list[TagResult]) -> list[str]:
     return [r.tag for r in results if _month(r) is None]
 
@@ -42,9 +48,7 @@ def _undated(results: list[TagResult]) -> list[str]:
 def compat_chart_markdown(chart: str, repo: Path | None = None) -> str:
     """The chart's image on the compat page, and what it leaves out (tags whose sdist month is
     unknown) said under it."""
-    root = repo if repo is not None else checkout_root("drawing the compat chart")
-    results = sorted(load_results(root / RESULTS_FILE).values(), key=lambda r: tag_number(r.tag))
-    undated = _undated(results)
+    undated = _undated(_results_by_tag(repo))
     note = f"\n\nNot drawn (month unknown): {', '.join(undated)}." if undated else ""
     alt = "The upstream tags checked, by month and tag number"
     return f"![{alt}]({chart}){{ .compat-chart }}{note}"
@@ -58,8 +62,7 @@ def compat_chart_svg(repo: Path | None = None) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    root = repo if repo is not None else checkout_root("drawing the compat chart")
-    results = sorted(load_results(root / RESULTS_FILE).values(), key=lambda r: tag_number(r.tag))
+    results = _results_by_tag(repo)
     dated = [(r, when) for r in results if (when := _month(r)) is not None]
     plt.rcParams["svg.hashsalt"] = "llama-bindgen"
     figure, axes = plt.subplots(figsize=(8, 3.6))

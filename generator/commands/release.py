@@ -20,7 +20,7 @@ from generator.release.errors import PublishError
 from generator.release.gates import parse_gate_record
 from generator.release.github import GitHubReleases, token_from_env
 from generator.release.notes import NOTES_NAME
-from generator.releases import load_releases, resolve_ref
+from generator.releases import Release, load_releases, resolve_ref
 
 
 def default_native_dir(key: str) -> Path:
@@ -28,12 +28,36 @@ def default_native_dir(key: str) -> Path:
     return default_cache_dir() / "native" / key
 
 
-def run(args: argparse.Namespace) -> int:
+def recorded_release(args: argparse.Namespace, why: str) -> tuple[Release, Path]:
+    """The ``releases.toml`` entry of ``args.ref`` (``--releases``, else the checkout's) and that
+    file's path; a UsageError ending with ``why`` when the file has no such entry."""
     toml_path: Path = args.releases or releases_path()
-    resolved = resolve_ref(args.ref, load_releases(toml_path))
-    rel = resolved.release
+    rel = resolve_ref(args.ref, load_releases(toml_path)).release
     if rel is None:
-        raise UsageError(f"{args.ref} has no entry in {toml_path}; only recorded releases ship")
+        raise UsageError(f"{args.ref} has no entry in {toml_path}; {why}")
+    return rel, toml_path
+
+
+def add_build_inputs(parser: argparse.ArgumentParser) -> None:
+    """The options naming what a release entry's artifacts are made from: its native builds, its
+    bindings and the releases.toml holding it."""
+    parser.add_argument(
+        "--native",
+        type=Path,
+        default=None,
+        help="folder of native builds (default: <cache>/native/<key>: the short commit, or "
+        "tag-<tag>-<digest12> for a tree whose commit is unknown)",
+    )
+    parser.add_argument(
+        "--generated", type=Path, default=None, help="bindings folder (default: generated/)"
+    )
+    parser.add_argument(
+        "--releases", type=Path, default=None, help="releases.toml to read (default: the repo's)"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    rel, toml_path = recorded_release(args, "only recorded releases ship")
     token = token_from_env() if args.publish else ""  # fail before packing anything
     if args.publish and not args.github_repo:
         raise UsageError("--publish needs --github-repo OWNER/NAME")
@@ -87,21 +111,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--out", type=Path, default=Path("dist"), help="output folder, new or empty (dist)"
     )
-    parser.add_argument(
-        "--native",
-        type=Path,
-        default=None,
-        help="folder of native builds (default: <cache>/native/<key>: the short commit, or "
-        "tag-<tag>-<digest12> for a tree whose commit is unknown)",
-    )
-    parser.add_argument(
-        "--generated", type=Path, default=None, help="bindings folder (default: generated/)"
-    )
+    add_build_inputs(parser)
     parser.add_argument(
         "--notes", type=Path, default=None, help="API/ABI report (default: the entry's `notes`)"
-    )
-    parser.add_argument(
-        "--releases", type=Path, default=None, help="releases.toml to read (default: the repo's)"
     )
     parser.add_argument("--publish", action="store_true", help="publish to GitHub Releases")
     parser.add_argument(

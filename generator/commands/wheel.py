@@ -12,21 +12,17 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from generator.commands.release import default_native_dir
+from generator.commands.release import add_build_inputs, default_native_dir, recorded_release
 from generator.errors import UsageError
-from generator.paths import checkout_generated, releases_path
+from generator.paths import checkout_generated
 from generator.platforms import PLATFORMS, gate_key
 from generator.release.assemble import bindings_package, release_tag
 from generator.release.native import find_native_builds
 from generator.release.wheels import NOT_GATED, make_wheel
-from generator.releases import load_releases, resolve_ref
 
 
 def run(args: argparse.Namespace) -> int:
-    toml_path: Path = args.releases or releases_path()
-    rel = resolve_ref(args.ref, load_releases(toml_path)).release
-    if rel is None:
-        raise UsageError(f"{args.ref} has no entry in {toml_path}; a wheel needs its bindings")
+    rel, _toml_path = recorded_release(args, "a wheel needs its bindings")
     native: Path = args.native or default_native_dir(rel.cache_key)
     key = gate_key(args.platform, args.backend)
     builds = [
@@ -59,13 +55,5 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--backend", default="cpu", help="the build's backend (cpu)")
     parser.add_argument("--out", type=Path, default=Path("dist"), help="output folder (dist)")
-    parser.add_argument(
-        "--native", type=Path, default=None, help="folder of native builds (as for release)"
-    )
-    parser.add_argument(
-        "--generated", type=Path, default=None, help="bindings folder (default: generated/)"
-    )
-    parser.add_argument(
-        "--releases", type=Path, default=None, help="releases.toml to read (default: the repo's)"
-    )
+    add_build_inputs(parser)
     parser.set_defaults(func=run)
