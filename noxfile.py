@@ -24,6 +24,11 @@ BENCH_PEER_DEPS = ("diskcache>=5.6.1", "typing_extensions>=4.5.0")
 LINTED = ("generator", "tests", "bench", "tools", "noxfile.py")
 # Build tools the native stages need, from PyPI into the session when the system has none.
 BUILD_TOOLS = ("cmake", "ninja")
+# NVIDIA's CUDA 13.0 toolkit wheels (the release workflow's CUDA job installs them with
+# tools/cuda-toolkit-from-pypi): downloaded into <cache>/CUDA_TOOLKIT_STORE before pytest, which
+# installs them from there offline.
+CUDA_TOOLKIT_PINS = "tools/cuda-toolkit-13.0.txt"
+CUDA_TOOLKIT_STORE = "cuda-toolkit-wheels"
 
 
 def _install(session: nox.Session, extras: str = "dev") -> None:
@@ -37,8 +42,19 @@ def _install(session: nox.Session, extras: str = "dev") -> None:
 def _tree(session: nox.Session, ref: str) -> str:
     """Fetch ``ref`` and return its verified tree path (the CLI's last stdout line)."""
     out = session.run("llama-bindgen", "fetch", ref, silent=True)
-    assert isinstance(out, str)
-    return out.strip().splitlines()[-1]
+    return out.strip().splitlines()[-1] if isinstance(out, str) else ""  # "": --install-only
+
+
+def _download_cuda_toolkit_wheels(session: nox.Session) -> None:
+    code = "from generator.paths import default_cache_dir; print(default_cache_dir())"
+    cache = session.run("python", "-c", code, silent=True)
+    if not isinstance(cache, str):  # --install-only
+        return
+    store = Path(cache.strip()) / CUDA_TOOLKIT_STORE
+    session.run(
+        "python", "-m", "pip", "download", "--disable-pip-version-check", "--quiet", "--no-deps",
+        "--only-binary", ":all:", "--require-hashes", "-d", str(store), "-r", CUDA_TOOLKIT_PINS,
+    )  # fmt: skip
 
 
 @nox.session
@@ -140,7 +156,19 @@ def tests(session: nox.Session) -> None:
     # the GPU check's kit: its wheels are downloaded here once, so the tests make kits offline
     kit_tree = _tree(session, TEST_TREES[0])
     session.run("llama-bindgen", "gpu-check", "prepare", "--tree", kit_tree, silent=True)
+    _download_cuda_toolkit_wheels(session)
     session.run("pytest", *(session.posargs or ["-ra"]))
+
+
+@nox.session(name="cuda_wheel")
+def cuda_wheel(session: nox.Session) -> None:
+    """The CUDA wheel of the real b11312 CUDA build (sm_90; built first if the cache has none:
+    34+ min cold on 2 cores), installed offline with NVIDIA's wheels: the tests marked
+    cuda_build, which the default run deselects."""
+    _install(session, "dev")
+    _tree(session, TEST_TREES[0])
+    _download_cuda_toolkit_wheels(session)
+    session.run("pytest", "-ra", "-m", "cuda_build", *session.posargs)
 
 
 @nox.session

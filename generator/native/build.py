@@ -171,6 +171,13 @@ def cuda_compiler() -> Path | None:
     return default if default.is_file() else None
 
 
+def _cuda_toolkit_text() -> str:
+    """``"13.0"``: the version of the toolkit a CUDA build compiles with ("" when unknown)."""
+    compiler = cuda_compiler()
+    version = cuda_resolution(compiler).version if compiler is not None else None
+    return f"{version[0]}.{version[1]}" if version else ""
+
+
 def cuda_architectures(text: str | None, backend: str) -> str | None:
     """``--cuda-arch`` as CMake's list (``89,90a`` -> ``89;90a``); None: llama.cpp's own list."""
     if text is None:
@@ -705,6 +712,8 @@ def _record(
         "api_module": api_record,
         "libraries": libraries,
     }
+    if plan.backend == "cuda":  # its wheel's NVIDIA requirements start from this version
+        info["cuda_toolkit"] = _cuda_toolkit_text()
     write_build_info(plan.platform_dir / BUILD_INFO_NAME, info)
     return info
 

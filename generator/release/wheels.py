@@ -50,8 +50,14 @@ from generator import PYTHON_FLOOR, __version__
 from generator.emit import PACKAGE_NAME
 from generator.errors import BindgenError, UsageError
 from generator.hashing import file_sha256
-from generator.platforms import PLATFORMS, Platform, host_platform_name, split_key
-from generator.release import macos_wheels
+from generator.platforms import (
+    CI_CUDA_MAJOR,
+    PLATFORMS,
+    Platform,
+    host_platform_name,
+    split_key,
+)
+from generator.release import cuda_wheels, macos_wheels
 from generator.release.archives import collect, fixed_mtime
 from generator.release.native import BUILD_INFO_NAME, NativeBuild
 from generator.release.render import render
@@ -85,8 +91,24 @@ class Wheel:
     platform_tag: str  # as the repair tool set it
 
 
-def distribution_name(backend: str) -> str:
-    return WHEEL_NAME if backend == "cpu" else f"{WHEEL_NAME}-{backend}"
+def distribution_name(backend: str, cuda_major: int | None = None) -> str:
+    """``llama-bindings`` (CPU), ``llama-bindings-<backend>``; CUDA's is named by the CUDA major
+    version whose NVIDIA wheels it depends on (``llama-bindings-cu13``)."""
+    if backend == "cpu":
+        return WHEEL_NAME
+    if backend == "cuda" and cuda_major is not None:
+        return f"{WHEEL_NAME}-{cuda_wheels.distribution_suffix(cuda_major)}"
+    return f"{WHEEL_NAME}-{backend}"
+
+
+def nvidia_wheels(build: NativeBuild) -> cuda_wheels.NvidiaWheels | None:
+    """NVIDIA's wheels a CUDA build's wheel depends on (None for other backends)."""
+    if build.backend != "cuda":
+        return None
+    try:
+        return cuda_wheels.nvidia_wheels_for(list(library_files(build).values()), build.info)
+    except cuda_wheels.CudaWheelError as exc:
+        raise WheelNotMadeError(str(exc)) from exc
 
 
 def wheel_version(tag: str) -> str:
@@ -170,7 +192,12 @@ def _stage(build: NativeBuild, package: Path, tag: str, root: Path) -> dict[str,
     plat = PLATFORMS[build.platform]
     libraries = library_files(build)
     wheel_tag = f"{_python_tag(libraries)}-{_platform_tag(plat, libraries)}"
-    name, version = distribution_name(build.backend), wheel_version(tag)
+    nvidia = nvidia_wheels(build)
+    name = distribution_name(build.backend, nvidia.major if nvidia else None)
+    version = wheel_version(tag)
+    dependencies = list(DEPENDENCIES)
+    if nvidia is not None:
+        dependencies += nvidia.requirements(cuda_wheels.toolkit_version(build.info))
     pkg = root / PACKAGE
     members = [(m.name, m.source) for m in collect(package, PACKAGE) if m.source.is_file()]
     members += [(f"{PACKAGE}/lib/{n}", p) for n, p in libraries.items()]
@@ -183,7 +210,7 @@ def _stage(build: NativeBuild, package: Path, tag: str, root: Path) -> dict[str,
     context = {
         "name": name, "version": version, "tag": tag, "commit": build.info.get("commit", ""),
         "backend": build.backend, "platform": build.platform, "generator_version": __version__,
-        "requires_python": REQUIRES_PYTHON, "dependencies": DEPENDENCIES,
+        "requires_python": REQUIRES_PYTHON, "dependencies": dependencies,
     }  # fmt: skip
     (dist_info / "METADATA").write_text(render("release/wheel_metadata.j2", **context), "utf-8")
     wheel = render("release/wheel_WHEEL.j2", generator_version=__version__, tag=wheel_tag)
@@ -246,7 +273,7 @@ def _unpack(wheel: Path, dest_dir: Path) -> Path:
 RELEASED = "every gate passed (packed by llama-bindgen release)"
 NOT_GATED = (
     "not gated: made by llama-bindgen wheel from a build whose gates a release did not check "
-    "(for a macOS build made here: built, never smoke-tested)"
+    "(a macOS build made here is never smoke-tested; a CUDA build's smoke needs an NVIDIA GPU)"
 )
 
 
@@ -281,13 +308,30 @@ def _make_linux(
     build: NativeBuild, root: Path, built: dict[str, str], scratch: Path, gates: str
 ) -> Path:
     plain = _pack(root, scratch / "plain")
+    nvidia = nvidia_wheels(build)
     args = ["repair", "--wheel-dir", str(scratch / "repaired")]
-    for name in SYSTEM_LIBRARIES.get(build.backend, ()):
+    for name in (*SYSTEM_LIBRARIES.get(build.backend, ()), *(nvidia.excluded if nvidia else ())):
         args += ["--exclude", name]
     _run_tool("auditwheel", [*args, str(plain)], _target_libraries(PLATFORMS[build.platform]))
     repaired = _unpack(_one_wheel(scratch / "repaired"), scratch / "unpacked")
-    _record(repaired, built, build, tool_version("auditwheel"), gates)
+    repaired_with = tool_version("auditwheel")
+    if nvidia is not None:
+        _link_to_nvidia_wheels(repaired / PACKAGE / "lib", nvidia)
+        repaired_with += f" (NVIDIA's libraries excluded; RPATH to {nvidia.rpath})"
+    _record(repaired, built, build, repaired_with, gates)
     return _pack(repaired, scratch / "final")
+
+
+def _link_to_nvidia_wheels(lib_dir: Path, nvidia: cuda_wheels.NvidiaWheels) -> None:
+    """After auditwheel (which drops RPATH entries pointing outside the wheel): the RPATH to
+    NVIDIA's wheels, then the check that the shipped files take their NVIDIA libraries there."""
+    try:
+        cuda_wheels.link_to_nvidia_wheels(lib_dir, nvidia)
+    except cuda_wheels.CudaWheelError as exc:
+        raise WheelNotMadeError(str(exc)) from exc
+    problems = cuda_wheels.check_libraries(lib_dir, nvidia)
+    if problems:
+        raise WheelNotMadeError("NVIDIA's libraries would not be found: " + "; ".join(problems))
 
 
 _TO_VENDOR = re.compile(
@@ -368,6 +412,7 @@ def planned_wheels(tag: str, keys: list[str]) -> list[str]:
             continue
         if platform_tag.startswith("linux_"):
             platform_tag = "manylinux_*_" + platform_tag.removeprefix("linux_")
-        name = distribution_name(backend).replace("-", "_")
+        major = CI_CUDA_MAJOR if backend == "cuda" else None  # the CUDA job's toolkit
+        name = distribution_name(backend, major).replace("-", "_")
         lines.append(f"- {key}: `{name}-{version}-*-{platform_tag}.whl`")
     return lines

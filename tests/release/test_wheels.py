@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import sysconfig
 import zipfile
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from generator.release.wheels import (
 from generator.smoke import PASSED, SmokeReport, run_smoke
 from tests.conftest import BuildFactory
 from tests.release.real_release import release_pinned
+from tests.release.venvs import pip_install, venv
 
 WHEEL_KEYS = ("linux-aarch64", "linux-x86_64", "linux-x86_64-vulkan", "windows-x86_64")
 
@@ -83,31 +83,6 @@ def test_release_lists_its_wheels(release_dir: Path) -> None:
         assert f"`{name}`" in notes
 
 
-def _venv(base: Path) -> Path:
-    """A fresh virtual environment whose own site-packages come first; this interpreter's
-    packages (cffi) after them through a ``.pth`` line, so pip resolves the wheel's dependency
-    offline. Returns its python."""
-    subprocess.run([sys.executable, "-m", "venv", str(base)], check=True)
-    python = base / "bin" / "python"
-    purelib = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-        check=True, capture_output=True, text=True,
-    ).stdout.strip()  # fmt: skip
-    deps = sorted({sysconfig.get_path("purelib"), sysconfig.get_path("platlib")})
-    (Path(purelib) / "zz_test_dependencies.pth").write_text("\n".join(deps) + "\n")
-    return python
-
-
-def _pip_install(python: Path, release: Path, name: str) -> str:
-    proc = subprocess.run(
-        [str(python), "-m", "pip", "install", "--no-index", "--find-links", str(release),
-         "--disable-pip-version-check", name],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return proc.stdout
-
-
 def _installed_copy(python: Path, cwd: Path) -> dict[str, str]:
     script = (
         "import json, llama_bindings\n"
@@ -127,8 +102,8 @@ def _installed_copy(python: Path, cwd: Path) -> dict[str, str]:
 @pytest.mark.slow
 @pytest.mark.needs_tree
 def test_cpu_wheel_installs_offline_and_runs_the_smoke(release_dir: Path, tmp_path: Path) -> None:
-    python = _venv(tmp_path / "venv")
-    said = _pip_install(python, release_dir, "llama-bindings")
+    python = venv(tmp_path / "venv")
+    said = pip_install(python, release_dir, "llama-bindings")
     assert _wheels(release_dir)["linux-x86_64"] in said  # pip picked this machine's wheel
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -154,8 +129,8 @@ def _ran_media(report: SmokeReport) -> None:
 @pytest.mark.slow
 @pytest.mark.needs_tree
 def test_installed_wheel_still_runs_the_abi_guard(release_dir: Path, tmp_path: Path) -> None:
-    python = _venv(tmp_path / "venv")
-    _pip_install(python, release_dir, "llama-bindings")
+    python = venv(tmp_path / "venv")
+    pip_install(python, release_dir, "llama-bindings")
     found = _installed_copy(python, tmp_path)
     mtp = Path(found["lib_dir"]) / "libllama_mtp.so"
     mtp.write_bytes(mtp.read_bytes() + b"\0")  # no longer the file the wheel's record lists
@@ -174,8 +149,8 @@ def test_installed_wheel_still_runs_the_abi_guard(release_dir: Path, tmp_path: P
 @pytest.mark.slow
 @pytest.mark.needs_tree
 def test_vulkan_wheel_runs_the_smoke_on_lavapipe(release_dir: Path, tmp_path: Path) -> None:
-    python = _venv(tmp_path / "venv")
-    said = _pip_install(python, release_dir, "llama-bindings-vulkan")
+    python = venv(tmp_path / "venv")
+    said = pip_install(python, release_dir, "llama-bindings-vulkan")
     assert _wheels(release_dir)["linux-x86_64-vulkan"] in said
     empty = tmp_path / "empty"
     empty.mkdir()
