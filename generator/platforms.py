@@ -177,6 +177,9 @@ class CiBackend:
     # without failing the release (``continue-on-error``), and the README says so.
     experimental: str = ""
     smoke_not_run: str = ""  # why the smoke cannot run on the runner ("" it can)
+    # The job also packs its build's wheel, not gated (its smoke cannot run on the runner), as a
+    # workflow artifact for trying on a machine with the device; a release never publishes it.
+    ungated_wheel: bool = False
 
 
 @dataclass(frozen=True)
@@ -351,12 +354,14 @@ _NOT_BUILT_WINDOWS_GPU = (
 _LINUX_SETUP = "sudo apt-get update && sudo apt-get install -y cmake ninja-build ccache"
 _MACOS_SETUP = "brew install ninja ccache"  # the image has cmake and Apple clang
 _WINDOWS_SETUP = "choco install -y ninja llvm"  # cmake is on the image
-# Ubuntu 24.04's CUDA 12.0 takes host compilers up to GCC 12 (the image's default is 13): CMake
-# reads CUDAHOSTCXX, and $GITHUB_ENV carries it to the later steps.
+# The CUDA job's toolkit: NVIDIA's CUDA 13.0 wheels from PyPI (tools/cuda-toolkit-from-pypi, the
+# toolkit this project's CUDA builds were made with here), nvcc's folder put on $GITHUB_PATH for
+# the later steps; its wheel is llama-bindings-cu<CI_CUDA_MAJOR>.
+CI_CUDA_MAJOR = 13
 _CUDA_SETUP = (
-    _LINUX_SETUP + " nvidia-cuda-toolkit g++-12 && echo CUDAHOSTCXX=/usr/bin/g++-12 >> $GITHUB_ENV"
+    _LINUX_SETUP + " && tools/cuda-toolkit-from-pypi $RUNNER_TEMP/cuda-toolkit >> $GITHUB_PATH"
 )
-_NOT_SEEN_CUDA = "the CUDA build has not run where we can see it (no CUDA toolkit here)"
+_NOT_SEEN_CUDA = "the CUDA job has not run on GitHub (its build path ran here, natively)"
 _NO_NVIDIA_GPU = "GitHub's standard runners have no NVIDIA GPU (nor its driver, libcuda)"
 _NOT_SEEN_METAL = "the Metal build (Apple clang on the runner) has not run where we can see it"
 _NOT_BUILT_INTEL_METAL = (
@@ -489,7 +494,7 @@ _PLATFORMS: tuple[Platform, ...] = (
         ci_host="linux-x86_64",
         ci={
             "cpu": CiBackend(_LINUX_SETUP),
-            "cuda": CiBackend(_CUDA_SETUP, _NOT_SEEN_CUDA, _NO_NVIDIA_GPU),
+            "cuda": CiBackend(_CUDA_SETUP, _NOT_SEEN_CUDA, _NO_NVIDIA_GPU, ungated_wheel=True),
             # lavapipe runs on the runner's CPU: the Vulkan job runs every gate there too
             "vulkan": CiBackend(
                 " ".join((_LINUX_SETUP, *GPU_BACKEND_APT["vulkan"])), _NOT_SEEN_UBUNTU_VULKAN

@@ -5,7 +5,9 @@ job runs on the platform's runner: it installs what the platform needs there (``
 builds, runs the platform's gates (``nox -s gates``) and records them. ``experimental`` (with
 its reason) marks a job whose build path has never run where we can see it: it may fail without
 failing the workflow. ``smoke_not_run`` says why the smoke gate cannot run on the runner (it is
-then recorded ``not-run``, and the platform is not released).
+then recorded ``not-run``, and the platform is not released). ``ungated_wheel``: the job also
+packs its build's wheel (``llama-bindgen wheel``, marked not gated) as a workflow artifact, for
+trying on a machine with the device; the release never publishes it.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ class CiJob:
     setup: str
     experimental: str  # why the job may fail without failing the workflow ("" it may not)
     smoke_not_run: str  # why the smoke cannot run on the runner ("" it can)
+    ungated_wheel: bool = False  # the job packs its build's wheel as an artifact, not gated
 
     @property
     def key(self) -> str:
@@ -48,7 +51,15 @@ def ci_jobs() -> list[CiJob]:
                 continue
             ci = plat.ci[backend]
             jobs.append(
-                CiJob(name, backend, plat.ci_runner, ci.setup, ci.experimental, ci.smoke_not_run)
+                CiJob(
+                    name,
+                    backend,
+                    plat.ci_runner,
+                    ci.setup,
+                    ci.experimental,
+                    ci.smoke_not_run,
+                    ci.ungated_wheel,
+                )
             )
     return jobs
 
