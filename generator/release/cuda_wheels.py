@@ -28,6 +28,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from generator.release.elf_dynamic import dynamic_entries
+
 DRIVER_LIBRARY = "libcuda.so.1"  # NVIDIA's driver: the machine's, never a wheel's
 # pip installs NVIDIA's wheels beside llama_bindings/ in site-packages; lib/ is two folders down.
 _SITE_PACKAGES_FROM_LIB = "$ORIGIN/../.."
@@ -87,36 +89,19 @@ def distribution_suffix(major: int) -> str:
 
 
 def needed(path: Path) -> tuple[str, ...]:
-    """An ELF file's DT_NEEDED entries (read with pyelftools); () for a file that is not ELF."""
+    """An ELF file's DT_NEEDED entries; () for a file that is not ELF."""
     from elftools.common.exceptions import ELFError
-    from elftools.elf.dynamic import DynamicSection
-    from elftools.elf.elffile import ELFFile
 
     try:
-        with path.open("rb") as fh:
-            found: list[str] = []
-            for section in ELFFile(fh).iter_sections():
-                if isinstance(section, DynamicSection):
-                    found += [str(getattr(t, "needed", "")) for t in section.iter_tags("DT_NEEDED")]
-            return tuple(found)
+        return dynamic_entries(path, "DT_NEEDED")
     except ELFError:
         return ()
 
 
 def runpath(path: Path) -> tuple[str, ...]:
     """An ELF file's DT_RUNPATH (or, without one, DT_RPATH) entries."""
-    from elftools.elf.dynamic import DynamicSection
-    from elftools.elf.elffile import ELFFile
-
-    entries: dict[str, list[str]] = {"DT_RUNPATH": [], "DT_RPATH": []}
-    with path.open("rb") as fh:
-        for section in ELFFile(fh).iter_sections():
-            if isinstance(section, DynamicSection):
-                for kind, found in entries.items():
-                    for tag in section.iter_tags(kind):
-                        value = getattr(tag, kind.removeprefix("DT_").lower(), "")
-                        found += [e for e in str(value).split(":") if e]
-    return tuple(entries["DT_RUNPATH"] or entries["DT_RPATH"])
+    found = dynamic_entries(path, "DT_RUNPATH") or dynamic_entries(path, "DT_RPATH")
+    return tuple(e for value in found for e in value.split(":") if e)
 
 
 def cuda_major(libraries: Iterable[Path]) -> int:

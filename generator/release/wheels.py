@@ -59,6 +59,7 @@ from generator.platforms import (
 )
 from generator.release import cuda_wheels, macos_wheels
 from generator.release.archives import collect, fixed_mtime
+from generator.release.elf_dynamic import dynamic_entries
 from generator.release.native import BUILD_INFO_NAME, NativeBuild
 from generator.release.render import render
 from generator.releases import is_build_tag
@@ -138,20 +139,14 @@ def _platform_tag(plat: Platform, libraries: dict[str, Path] | None = None) -> s
 
 
 def _soname(path: Path) -> str | None:
-    """An ELF library's DT_SONAME (read with pyelftools)."""
+    """An ELF library's DT_SONAME."""
     from elftools.common.exceptions import ELFError
-    from elftools.elf.dynamic import DynamicSection
-    from elftools.elf.elffile import ELFFile
 
     try:
-        with path.open("rb") as fh:
-            for section in ELFFile(fh).iter_sections():
-                if isinstance(section, DynamicSection):
-                    for entry in section.iter_tags("DT_SONAME"):
-                        return str(getattr(entry, "soname", "")) or None
+        found = dynamic_entries(path, "DT_SONAME")
     except ELFError as exc:
         raise WheelNotMadeError(f"{path} is not an ELF library ({exc})") from exc
-    return None
+    return (found[0] or None) if found else None
 
 
 def library_files(build: NativeBuild) -> dict[str, Path]:
