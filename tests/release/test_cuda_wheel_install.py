@@ -22,6 +22,7 @@ import os
 import subprocess
 import sys
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -68,6 +69,24 @@ def cuda_wheel(tree_b11312: Path, tmp_path_factory: pytest.TempPathFactory) -> P
     return Path(proc.stdout.strip().splitlines()[-1])
 
 
+@dataclass(frozen=True)
+class Installed:
+    """The CUDA wheel installed offline into a fresh virtual environment (once per module)."""
+
+    folder: Path  # the virtual environment
+    python: Path
+    said: str  # what pip printed
+
+
+@pytest.fixture(scope="module")
+def installed(cuda_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    folder = tmp_path_factory.mktemp("cuda-venv") / "venv"
+    python = venv(folder)
+    stores = [default_cache_dir() / TOOLKIT_STORE, default_cache_dir() / CUDA_PYPI_DIR / "wheels"]
+    said = pip_install(python, cuda_wheel.parent, "llama-bindings-cu13", *stores)
+    return Installed(folder, python, said)
+
+
 def _stub_folder() -> Path:
     compiler = cuda_compiler()
     assert compiler is not None, "the CUDA build found nvcc; it must still be there"
@@ -76,7 +95,7 @@ def _stub_folder() -> Path:
 
 
 def test_the_cuda_wheel_installs_with_nvidia_s_wheels_and_loads_them(
-    cuda_wheel: Path, tmp_path: Path
+    cuda_wheel: Path, installed: Installed, tmp_path: Path
 ) -> None:
     assert cuda_wheel.name.startswith("llama_bindings_cu13-11312."), cuda_wheel.name
     with zipfile.ZipFile(cuda_wheel) as archive:
@@ -85,19 +104,17 @@ def test_the_cuda_wheel_installs_with_nvidia_s_wheels_and_loads_them(
     assert info["wheel"]["gates"] == NOT_GATED, info["wheel"]  # its smoke never ran
     assert any(n.startswith("libggml-cuda.so") for n in shipped), shipped
     assert not any(n.startswith(("libcudart", "libcublas", "libcuda.")) for n in shipped)
-    python = venv(tmp_path / "venv")
-    stores = [default_cache_dir() / TOOLKIT_STORE, default_cache_dir() / CUDA_PYPI_DIR / "wheels"]
-    said = pip_install(python, cuda_wheel.parent, "llama-bindings-cu13", *stores)
+    said = installed.said
     assert "nvidia-cublas" in said and "nvidia-cuda-runtime" in said, said
     env = {"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": str(_stub_folder())}
     proc = subprocess.run(
-        [str(python), "-c", PROBE], cwd=tmp_path, env=env, capture_output=True, text=True,
+        [str(installed.python), "-c", PROBE], cwd=tmp_path, env=env, capture_output=True, text=True,
         check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     found = json.loads(proc.stdout.strip().splitlines()[-1])
     site = Path(found["lib_dir"]).parent.parent
-    assert site.is_relative_to(tmp_path / "venv"), found
+    assert site.is_relative_to(installed.folder), found
     nvidia = site / "nvidia" / "cu13" / "lib"
     for name in ("libcudart.so.13", "libcublas.so.13", "libcublasLt.so.13"):
         assert str(nvidia / name) in found["mapped"], found["mapped"]
@@ -105,16 +122,14 @@ def test_the_cuda_wheel_installs_with_nvidia_s_wheels_and_loads_them(
 
 
 def test_the_installed_cuda_wheel_s_smoke_refuses_without_a_driver(
-    cuda_wheel: Path, tmp_path: Path
+    installed: Installed, tmp_path: Path
 ) -> None:
-    python = venv(tmp_path / "venv")
-    stores = [default_cache_dir() / TOOLKIT_STORE, default_cache_dir() / CUDA_PYPI_DIR / "wheels"]
-    pip_install(python, cuda_wheel.parent, "llama-bindings-cu13", *stores)
     assert "cuda" not in os.environ.get("LD_LIBRARY_PATH", "")
     empty = tmp_path / "empty"
     empty.mkdir()
+    python = [str(installed.python)]
     report = run_smoke(
-        "linux-x86_64", None, empty, tmp_path / "smoke", backend="cuda", python=[str(python)]
+        "linux-x86_64", None, empty, tmp_path / "smoke", backend="cuda", python=python
     )
     assert report.status == NOT_RUN, report.table()
     assert "no NVIDIA driver (libcuda) on this machine" in report.reason, report.reason
