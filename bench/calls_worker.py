@@ -87,7 +87,7 @@ def _fill_loop(fill: Callable[[Any, list[int]], None], batch: Any) -> Callable[[
 
 
 def main(config: dict[str, Any]) -> dict[str, Any]:
-    sys.path.insert(0, os.path.join(config["repo"], "generated"))
+    sys.path.insert(0, config["bindings"])
     import llama_bindings
 
     ours = llama_bindings.load(config["lib_dir"], mode="abi")

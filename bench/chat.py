@@ -116,6 +116,7 @@ OWN: tuple[tuple[str, str], ...] = (
 @dataclass(frozen=True)
 class Setup:
     repo: Path
+    bindings: Path  # the folder holding the llama_bindings package that fits lib_dir
     lib_dir: Path
     model: Path
     max_tokens: int
@@ -131,7 +132,7 @@ def run_one(setup: Setup, config: Config, env: dict[str, str]) -> dict[str, Any]
         "reuse_prefix": config.reuse_prefix, "speculative": config.speculative,
         "flash_attn": config.flash_attn,
     }  # fmt: skip
-    path = f"{setup.repo / 'generated'}:{setup.repo}"
+    path = f"{setup.bindings}:{setup.repo}"
     if "PYTHONPATH" in env:
         path += f":{env['PYTHONPATH']}"
     r = run_measured(

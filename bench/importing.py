@@ -79,11 +79,11 @@ METHOD = (
 
 
 def _cases(
-    repo: Path, lib_dir: Path, api_mode: bool, seals: Path
+    bindings: Path, lib_dir: Path, api_mode: bool, seals: Path
 ) -> dict[str, tuple[list[str], dict[str, str]]]:
     """case -> (argv after ``python -c``, environment variables it adds)."""
     ours = _OURS.replace("{call}", CALL)
-    generated = {"PYTHONPATH": str(repo / "generated"), SEALS_ENV: str(seals)}
+    generated = {"PYTHONPATH": str(bindings), SEALS_ENV: str(seals)}
     cases = {
         START: ([_START], {}),
         "ours_abi": ([ours.replace("{before}", ""), str(lib_dir), "abi"], generated),
@@ -131,10 +131,10 @@ def _environment(work: Path, extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def run(repo: Path, lib_dir: Path, cache: Path, repeats: int, api_mode: bool) -> dict[str, Any]:
+def run(bindings: Path, lib_dir: Path, cache: Path, repeats: int, api_mode: bool) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-import-") as tmp:
         work = Path(tmp)
-        cases = _cases(repo, lib_dir, api_mode, work / "verified-libraries.txt")
+        cases = _cases(bindings, lib_dir, api_mode, work / "verified-libraries.txt")
         runs = {case: (argv, _environment(work, extra)) for case, (argv, extra) in cases.items()}
         peer = _peer(cache, work, lib_dir)
         unavailable = peer if isinstance(peer, str) else None

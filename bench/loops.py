@@ -35,6 +35,7 @@ def build_driver(include_dir: Path, lib_dir: Path, cache: Path) -> Path:
 @dataclass(frozen=True)
 class Runner:
     repo: Path
+    bindings: Path  # the folder holding the llama_bindings package that fits lib_dir
     lib_dir: Path
     threads: int
     n_ctx: int
@@ -52,7 +53,7 @@ class Runner:
             str(self.threads), str(self.n_ctx), str(self.lib_dir), str(draft_max),
             "1" if warmup else "0", "1" if no_abort_callback else "0",
         ]  # fmt: skip
-        env = {"PYTHONPATH": f"{self.repo / 'generated'}:{self.repo}"}
+        env = {"PYTHONPATH": f"{self.bindings}:{self.repo}"}
         return check(run_measured(cmd, env), f"runtime generation (draft max {draft_max})")
 
     def c_driver(self, driver: Path, model: Path, n: int) -> ProcessRun:

@@ -96,6 +96,7 @@ PAIRS: dict[str, tuple[tuple[Config, Config], ...]] = {
 @dataclass(frozen=True)
 class Setup:
     repo: Path
+    bindings: Path  # the folder holding the llama_bindings package that fits lib_dir
     lib_dir: Path
     model: Path
     n: int
@@ -124,7 +125,7 @@ def run_one(setup: Setup, config: Config, prompt: str, env: dict[str, str]) -> d
         "threads": setup.threads, "flash_attn": setup.flash_attn, "warmup": WARMUP,
         "speculative": config.speculative,
     }  # fmt: skip
-    path = f"{setup.repo / 'generated'}:{setup.repo}"
+    path = f"{setup.bindings}:{setup.repo}"
     if "PYTHONPATH" in env:
         path += f":{env['PYTHONPATH']}"
     r = run_measured(

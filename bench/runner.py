@@ -35,6 +35,10 @@ SECTIONS = (
 # 3 270M, a 4-turn chat, about 1.5 minutes per repeat) and "tags" (cold and warm builds of real
 # tags: about 25 minutes on 2 cores) only when named.
 DEFAULT_SECTIONS = ("generation", "calls", "loop", "mtp", "import")
+# The tree the bench builds and runs by default: b11312, the one llama-cpp-python 0.3.36 vendors
+# (its ctypes structs are b11312's; b11549's llama_context_params would not match them), so both
+# sides of every comparison run on the same libraries. Our side imports that tree's own bindings,
+# generated into the cache (_bindings), not the pin's generated/.
 REF = "b11312"
 
 
@@ -68,6 +72,14 @@ def _model(cache: Path, kind: str, sizes: dict[str, Any]) -> Path:
     return path
 
 
+def _bindings(tree: Path, cache: Path) -> Path:
+    """The folder holding ``tree``'s own ``llama_bindings`` package, generated into the cache on
+    every run (the bindings of another tag would not fit the libraries: the ABI guard refuses)."""
+    out = cache / "bench-bindings" / tree.name
+    _cli("generate", "--tree", str(tree), "--out", str(out))
+    return out
+
+
 def _upstream_bin(cache: Path, tree: Path) -> Path:
     """Upstream's llama-speculative-simple, built out of tree from the same tree (cached)."""
     build = cache / "bench-upstream"
@@ -90,12 +102,13 @@ def _upstream_bin(cache: Path, tree: Path) -> Path:
     return exe.parent
 
 
-def _chat(args: argparse.Namespace, lib_dir: Path, cache: Path) -> dict[str, Any]:
+def _chat(args: argparse.Namespace, bindings: Path, lib_dir: Path, cache: Path) -> dict[str, Any]:
     log("section chat: a 4-turn chat on Gemma 3 270M, ours vs llama-cpp-python's Llama")
     from generator.models import fetch_model
 
     setup = chat.Setup(
         repo=REPO,
+        bindings=bindings,
         lib_dir=lib_dir,
         model=fetch_model("gemma3-270m", cache),
         max_tokens=8 if args.quick else args.chat_tokens,
@@ -172,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
         pinned and args.lib_dir is None) else Path()  # fmt: skip
     lib_dir: Path = args.lib_dir or built / "lib"
     include_dir = lib_dir.parent / "include"
-    sys.path.insert(0, str(REPO / "generated"))
+    bindings = _bindings(tree, cache) if pinned else REPO / "generated"
+    sys.path.insert(0, str(bindings))
     import llama_bindings
 
     load = os.getloadavg()
@@ -211,10 +225,10 @@ def main(argv: list[str] | None = None) -> int:
             log(f"no API-mode module in {lib_dir}: measuring cffi ABI mode only")
         n_calls, n_fills = (20_000, 20) if args.quick else (200_000, 200)
         sections["calls"] = calls.run(
-            REPO, lib_dir, cache, _model(cache, "plain", {}), args.repeats, api_mode,
+            REPO, bindings, lib_dir, cache, _model(cache, "plain", {}), args.repeats, api_mode,
             calls=n_calls, fills=n_fills,
         )  # fmt: skip
-    runner = loops.Runner(REPO, lib_dir, args.threads, 1024)
+    runner = loops.Runner(REPO, bindings, lib_dir, args.threads, 1024)
     if "loop" in args.sections:
         log("section 3: generation loop, runtime vs C driver")
         driver = loops.build_driver(include_dir, lib_dir, cache)
@@ -252,6 +266,7 @@ def main(argv: list[str] | None = None) -> int:
 
         rm_setup = realmodel.Setup(
             repo=REPO,
+            bindings=bindings,
             lib_dir=lib_dir,
             model=fetch_model("gemma3-270m", cache),
             n=16 if args.quick else args.realmodel_tokens,
@@ -262,11 +277,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         sections["realmodel"] = realmodel.run(rm_setup, cache, args.repeats)
     if "chat" in args.sections:
-        sections["chat"] = _chat(args, lib_dir, cache)
+        sections["chat"] = _chat(args, bindings, lib_dir, cache)
     if "import" in args.sections:
         log("section 6: import and load vs llama-cpp-python")
         api_mode = llama_bindings.loader.find_api_module(lib_dir) is not None
-        sections["import"] = importing.run(REPO, lib_dir, cache, args.repeats, api_mode)
+        sections["import"] = importing.run(bindings, lib_dir, cache, args.repeats, api_mode)
     if "bump" in args.sections:
         log("section 5: bump beyond its builds")
         sections["bump"] = bumping.run(tree, REPO, cache, REF, args.repeats)

@@ -157,7 +157,7 @@ def run_ours(
         "draft_model": str(setup.draft) if "draft-simple" in kinds else None,
     }  # fmt: skip
     cmd = [sys.executable, "-m", "bench.py_speculate", json.dumps(spec)]
-    env = {"PYTHONPATH": f"{setup.runner.repo / 'generated'}:{setup.runner.repo}"}
+    env = {"PYTHONPATH": f"{setup.runner.bindings}:{setup.runner.repo}"}
     r = run_measured(cmd, env)
     if r.returncode != 0:
         raise RuntimeError(f"runtime ({'+'.join(kinds) or PLAIN}) failed:\n{r.stderr[-2000:]}")

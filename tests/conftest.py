@@ -11,14 +11,22 @@ import pytest
 from generator.errors import BindgenError
 from generator.models import fetch_model
 from generator.native.build import BuildResult, build_native
-from tests.trees import llama_tree
+from tests.trees import PIN, llama_tree
 
 BuildFactory = Callable[[Path, str], BuildResult]
 
 
 @pytest.fixture(scope="session")
+def tree_pin() -> Path:
+    """The verified tree of the pinned release (``pinned`` in releases.toml): what ``generated/``
+    is made from, and what the native, runtime and real-model tests build."""
+    return llama_tree(PIN)
+
+
+@pytest.fixture(scope="session")
 def tree_b11312() -> Path:
-    """The verified b11312 tree (MTP API present)."""
+    """The verified b11312 tree (MTP API present): the pin before b11549, and the tree
+    llama-cpp-python 0.3.36 vendors; the parser's and the differ's tests read it."""
     return llama_tree("b11312")
 
 

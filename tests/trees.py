@@ -11,7 +11,12 @@ from pathlib import Path
 import pytest
 
 from generator.errors import BindgenError
+from generator.releases import load_document
 from generator.sources.fetch import fetch_tree
+from tests.repo import REPO_ROOT
+
+# The pinned release (releases.toml's ``pinned``): the tree generated/ is made from.
+PIN: str = str(load_document(REPO_ROOT / "releases.toml").unwrap()["pinned"])
 
 
 def llama_tree(ref: str) -> Path:

@@ -54,7 +54,7 @@ def test_hex_pieces_is_what_a_test_vocabulary_prints() -> None:
 
 
 def _setup(tmp_path: Path, upstream: bool = True) -> Setup:
-    runner = Runner(tmp_path, tmp_path / "lib", 1, 1024)
+    runner = Runner(tmp_path, tmp_path / "generated", tmp_path / "lib", 1, 1024)
     return Setup(
         runner, tmp_path / "bin" if upstream else None, tmp_path / "t.gguf",
         tmp_path / "d.gguf", 512, 96, 8,

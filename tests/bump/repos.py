@@ -12,7 +12,7 @@ COPIED = ("generated", "releases.toml", "CHANGELOG.md")
 
 
 def fake_repo(tmp_path: Path) -> Path:
-    """A checkout holding what a bump changes, as committed here (pinned: b11312)."""
+    """A checkout holding what a bump changes, as committed here (pinned: the pin)."""
     repo = tmp_path / "repo"
     repo.mkdir()
     for name in COPIED:

@@ -17,9 +17,10 @@ from tests.bump.repos import fake_repo, snapshot
 from tests.conftest import BuildFactory
 from tests.repo import REPO_ROOT
 from tests.sources.http_server import Routes, serve
+from tests.trees import PIN
 
 
-def test_failing_gate_leaves_repo_byte_identical(tmp_path: Path, tree_b11312: Path) -> None:
+def test_failing_gate_leaves_repo_byte_identical(tmp_path: Path, tree_pin: Path) -> None:
     repo = fake_repo(tmp_path)
     before = snapshot(repo)
     log = tmp_path / "build.log"
@@ -30,7 +31,7 @@ def test_failing_gate_leaves_repo_byte_identical(tmp_path: Path, tree_b11312: Pa
 
     with pytest.raises(BumpFailed) as info:
         run_bump(
-            BumpOptions("b11312", repo, platforms=("linux-x86_64",)),
+            BumpOptions(PIN, repo, platforms=("linux-x86_64",)),
             BumpHooks(builder=failing_build),
         )
     message = str(info.value)
@@ -69,7 +70,7 @@ def test_no_provider_reachable_changes_nothing(tmp_path: Path) -> None:
 
 
 def test_failing_smoke_blocks_the_record(
-    tmp_path: Path, tree_b11312: Path, native_build: BuildFactory
+    tmp_path: Path, tree_pin: Path, native_build: BuildFactory
 ) -> None:
     """Real build, symbols and layout gates pass; one failing gate keeps the pin where it was."""
     repo = fake_repo(tmp_path)
@@ -80,14 +81,14 @@ def test_failing_smoke_blocks_the_record(
 
     with pytest.raises(BumpFailed, match="linux-x86_64: smoke failed"):
         run_bump(
-            BumpOptions("b11312", repo, platforms=("linux-x86_64",)),
+            BumpOptions(PIN, repo, platforms=("linux-x86_64",)),
             BumpHooks(builder=native_build, smoke=smoke_fails),
         )
     assert snapshot(repo) == before
 
 
 def test_all_gates_passing_records_everything(
-    tmp_path: Path, tree_b11312: Path, native_build: BuildFactory
+    tmp_path: Path, tree_pin: Path, native_build: BuildFactory
 ) -> None:
     repo = fake_repo(tmp_path)
     # as before the first pin: no bindings, no pin, no record
@@ -100,33 +101,33 @@ def test_all_gates_passing_records_everything(
     (repo / "releases.toml").write_text(tomlkit.dumps(doc))
 
     report = run_bump(
-        BumpOptions("b11312", repo, platforms=("linux-x86_64",)),
+        BumpOptions(PIN, repo, platforms=("linux-x86_64",)),
         BumpHooks(builder=native_build),
     )
     assert report.recorded
     gates = {o.gate: o.status for o in report.outcomes["linux-x86_64"]}
     assert gates == {"build": PASSED, "symbols": PASSED, "layout": PASSED, "smoke": PASSED}
     doc = tomlkit.parse((repo / "releases.toml").read_text()).unwrap()
-    assert doc["pinned"] == "b11312"
-    entry = next(e for e in doc["release"] if e["ref"] == "b11312")
+    assert doc["pinned"] == PIN
+    entry = next(e for e in doc["release"] if e["ref"] == PIN)
     assert entry["gates"]["linux-x86_64"] == gates
     assert (repo / entry["notes"]).read_text().startswith("First pin")
     changelog = (repo / "CHANGELOG.md").read_text()
-    assert changelog.index("## llama.cpp b11312 pinned") < changelog.index("## Unreleased")
+    assert changelog.index(f"## llama.cpp {PIN} pinned") < changelog.index("## Unreleased")
     assert (repo / "generated" / "llama_bindings" / "abi_manifest.json").is_file()
     # the committed bindings are exactly what this bump writes
     assert snapshot(repo / "generated") == snapshot(REPO_ROOT / "generated")
     # bumping the current pin again re-records it: same report and changelog, no second entry
     recorded = snapshot(repo)
     again = run_bump(
-        BumpOptions("b11312", repo, platforms=("linux-x86_64",)),
+        BumpOptions(PIN, repo, platforms=("linux-x86_64",)),
         BumpHooks(builder=native_build),
     )
     assert again.recorded and snapshot(repo) == recorded
 
 
 def test_a_machine_that_gates_fewer_platforms_than_the_pin_records_nothing(
-    tmp_path: Path, tree_b11312: Path, native_build: BuildFactory
+    tmp_path: Path, tree_pin: Path, native_build: BuildFactory
 ) -> None:
     """Without the cross compilers, a bump would pin a release gated on linux-x86_64 alone:
     refused, with the platforms left out in the table as not-run and what to install; naming
@@ -151,7 +152,7 @@ def test_a_machine_that_gates_fewer_platforms_than_the_pin_records_nothing(
         builder=native_build, smoke=smoke_passes, choose_platforms=without_cross_compilers
     )
     with pytest.raises(BumpFailed) as info:
-        run_bump(BumpOptions("b11312", repo), hooks)
+        run_bump(BumpOptions(PIN, repo), hooks)
     message = str(info.value)
     assert (
         "linux-aarch64: not-run (missing tools: aarch64-linux-gnu-gcc; apt-get install" in message

@@ -19,6 +19,7 @@ from generator.sources.tree_metadata import TREE_METADATA
 from tests.bump.repos import fake_repo, snapshot
 from tests.sources.archives import pack_like_github, write_tree
 from tests.sources.http_server import Routes, serve
+from tests.trees import PIN
 
 TAG = "b99999"  # made up: no upstream tag, not in releases.toml
 COMMIT = "a11ed0f0c0ffee5eed0123456789abcdef012345"  # made up
@@ -27,10 +28,10 @@ ADDED = "llama_bindgen_test_added"
 DECLARATION = "    LLAMA_API size_t llama_max_devices(void);\n"
 
 
-def derived_tree(tree_b11312: Path, dest: Path) -> Path:
-    """b11312 with one added function: declared (with a doc comment) beside llama_max_devices in
-    include/llama.h, defined in src/llama.cpp."""
-    shutil.copytree(tree_b11312, dest, symlinks=True, ignore=shutil.ignore_patterns(TREE_METADATA))
+def derived_tree(tree_pin: Path, dest: Path) -> Path:
+    """The pinned tree with one added function: declared (with a doc comment) beside
+    llama_max_devices in include/llama.h, defined in src/llama.cpp."""
+    shutil.copytree(tree_pin, dest, symlinks=True, ignore=shutil.ignore_patterns(TREE_METADATA))
     header = dest / "include" / "llama.h"
     text = header.read_text()
     assert text.count(DECLARATION) == 1
@@ -63,9 +64,9 @@ def private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.mark.slow
 @pytest.mark.needs_tree
 def test_unpinned_tag_from_a_mirror_is_bumped_end_to_end(
-    tree_b11312: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tree_pin: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    tree = derived_tree(tree_b11312, tmp_path / "upstream")
+    tree = derived_tree(tree_pin, tmp_path / "upstream")
     digest = tree_digest(tree)
     # GitHub names the top folder of a tag's archive after the tag
     archive = pack_like_github(tree, tmp_path / f"{TAG}.tar.gz", f"llama.cpp-{TAG}", COMMIT)
@@ -93,12 +94,12 @@ def test_unpinned_tag_from_a_mirror_is_bumped_end_to_end(
     assert gates["providers"] == [f"mirror ({mirror})"]
     assert gates["linux-x86_64"] == dict.fromkeys(("build", "symbols", "layout", "smoke"), "passed")
     assert gates["diff_summary"] == "0 breaking, 1 compatible"
-    b11312 = next(e for e in doc["release"] if e["ref"] == "b11312")
-    assert b11312["gates"]["linux-aarch64"]["build"] == "passed"  # the pin before: as it was
+    before = next(e for e in doc["release"] if e["ref"] == PIN)
+    assert before["gates"]["linux-aarch64"]["build"] == "passed"  # the pin before: as it was
 
     notes = (repo / entry["notes"]).read_text()
     assert entry["notes"] == f"reports/api-diff-{TAG}.md"
-    assert "b11312" in notes and COMMIT in notes
+    assert PIN in notes and COMMIT in notes
     row = next(line for line in notes.splitlines() if f"`{ADDED}`" in line)
     assert f"int32_t {ADDED}(void)" in row and row.rstrip().endswith("| compatible |")
 
@@ -108,9 +109,9 @@ def test_unpinned_tag_from_a_mirror_is_bumped_end_to_end(
     assert COMMIT in (package / "_about.py").read_text()
 
     changelog = (repo / "CHANGELOG.md").read_text()
-    assert changelog.index(f"## llama.cpp {TAG} pinned") < changelog.index("## llama.cpp b11312")
+    assert changelog.index(f"## llama.cpp {TAG} pinned") < changelog.index(f"## llama.cpp {PIN}")
     assert COMMIT in changelog and digest in changelog
-    assert "API/ABI changes since b11312: 0 breaking, 1 compatible" in changelog
+    assert f"API/ABI changes since {PIN}: 0 breaking, 1 compatible" in changelog
 
 
 def test_a_mirror_whose_archive_states_another_commit_is_refused(tmp_path: Path) -> None:
@@ -145,8 +146,9 @@ def test_a_mirror_archive_of_a_tag_that_states_no_commit_is_refused(tmp_path: Pa
 def test_an_unknown_tag_whose_archive_states_the_pinned_commit_is_held_to_its_digest(
     tmp_path: Path,
 ) -> None:
-    """The archive says it is b11312's commit but its content is not b11312's: refused by the
-    pin's digest, not recorded under the new tag or over the pinned entry."""
+    """The archive says it is b11312's commit (a recorded release with a commit) but its content
+    is not b11312's: refused by that entry's digest, not recorded under the new tag or over that
+    entry."""
     repo = fake_repo(tmp_path)
     pinned = tomlkit.parse((repo / "releases.toml").read_text()).unwrap()
     b11312 = next(e for e in pinned["release"] if e["ref"] == "b11312")

@@ -37,8 +37,8 @@ def test_generate_from_a_missing_tree(tmp_path: Path) -> None:
 
 
 @pytest.mark.needs_tree
-def test_generate_for_an_unknown_target(tree_b11312: Path, tmp_path: Path) -> None:
-    proc = _cli("generate", "--tree", str(tree_b11312), "--target", "bogus-triple",
+def test_generate_for_an_unknown_target(tree_pin: Path, tmp_path: Path) -> None:
+    proc = _cli("generate", "--tree", str(tree_pin), "--target", "bogus-triple",
                 "--out", str(tmp_path / "o"), cwd=tmp_path)  # fmt: skip
     assert "bogus-triple" in _one_line_error(proc, "generate")
     assert not (tmp_path / "o").exists()
@@ -98,13 +98,13 @@ BAD_INPUTS: list[tuple[tuple[str, ...], str]] = [
     ("args", "expected"), BAD_INPUTS, ids=[" ".join(a)[:50] for a, _ in BAD_INPUTS]
 )
 def test_every_command_refuses_bad_input_in_one_line(
-    args: tuple[str, ...], expected: str, tree_b11312: Path, tmp_path: Path
+    args: tuple[str, ...], expected: str, tree_pin: Path, tmp_path: Path
 ) -> None:
     checkout = tmp_path / "checkout"
     checkout.mkdir()
     (checkout / "releases.toml").write_bytes((REPO_ROOT / "releases.toml").read_bytes())
     (tmp_path / "a-file").write_text("not a folder\n")
-    values = {"tree": str(tree_b11312), "checkout": str(checkout), "tmp": str(tmp_path),
+    values = {"tree": str(tree_pin), "checkout": str(checkout), "tmp": str(tmp_path),
               "file": str(tmp_path / "a-file")}  # fmt: skip
     work = tmp_path / "work"
     work.mkdir()

@@ -37,32 +37,28 @@ def _copy_headers(tree: Path, dest: Path) -> Path:
     return dest
 
 
-def test_generation_is_deterministic_across_runs_and_paths(
-    tree_b11312: Path, tmp_path: Path
-) -> None:
-    moved = _copy_headers(tree_b11312, tmp_path / "elsewhere" / "llama.cpp")
+def test_generation_is_deterministic_across_runs_and_paths(tree_pin: Path, tmp_path: Path) -> None:
+    moved = _copy_headers(tree_pin, tmp_path / "elsewhere" / "llama.cpp")
     outputs = []
-    for index, tree in enumerate((tree_b11312, tree_b11312, moved)):
+    for index, tree in enumerate((tree_pin, tree_pin, moved)):
         wrapper = tmp_path / f"wrapper{index}" / FAKE_WRAPPER.name
         wrapper.parent.mkdir()
         shutil.copy2(FAKE_WRAPPER, wrapper)
         api = parse_interface(ParseOptions(tree, wrapper_header=wrapper), tree_source(tree))
-        emitted = emit_package(
-            api, tmp_path / f"out{index}", llama_license=llama_license(tree_b11312)
-        )
+        emitted = emit_package(api, tmp_path / f"out{index}", llama_license=llama_license(tree_pin))
         outputs.append(folder_files(emitted.package_dir))
     assert outputs[0] == outputs[1] == outputs[2]
     for name, data in outputs[0].items():
         assert str(tmp_path).encode() not in data, name
-        assert str(tree_b11312).encode() not in data, name
+        assert str(tree_pin).encode() not in data, name
 
 
-def test_committed_output_is_what_generate_makes(tree_b11312: Path, tmp_path: Path) -> None:
+def test_committed_output_is_what_generate_makes(tree_pin: Path, tmp_path: Path) -> None:
     committed = REPO_ROOT / "generated" / PACKAGE_NAME
     assert committed.is_dir(), "generated/llama_bindings is missing: run llama-bindgen generate"
-    options = ParseOptions(tree_b11312, wrapper_header=default_wrapper_header())
-    api = parse_interface(options, tree_source(tree_b11312))
-    fresh = emit_package(api, tmp_path, llama_license=llama_license(tree_b11312))
+    options = ParseOptions(tree_pin, wrapper_header=default_wrapper_header())
+    api = parse_interface(options, tree_source(tree_pin))
+    fresh = emit_package(api, tmp_path, llama_license=llama_license(tree_pin))
     expected = folder_files(fresh.package_dir)
     actual = {k: v for k, v in folder_files(committed).items() if not k.startswith("lib/")}
     assert actual.keys() == expected.keys()

@@ -23,10 +23,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]
 
 
 def test_the_dry_run_of_the_kit_passes_offline_and_reports_itself_as_a_dry_run(
-    tree_b11312: Path, tmp_path: Path
+    tree_pin: Path, tmp_path: Path
 ) -> None:
     kit = tmp_path / "kit"
-    manifest = prepare_kit(Tree.read(tree_b11312), kit)
+    manifest = prepare_kit(Tree.read(tree_pin), kit)
     env = {**os.environ, "GPU_CHECK_WORK": str(tmp_path / "work"), "PIP_NO_INDEX": "1"}
     proc = subprocess.run(
         [str(REPO_ROOT / "tools" / "gpu-check"), "--kit", str(kit), "--out",
@@ -41,7 +41,7 @@ def test_the_dry_run_of_the_kit_passes_offline_and_reports_itself_as_a_dry_run(
     assert {g: r["status"] for g, r in report["gates"].items()} == dict.fromkeys(
         ("build", "symbols", "layout", "smoke"), "passed"
     )
-    assert report["tree"]["digest"] == manifest["tree"]["digest"] != Tree.read(tree_b11312).digest
+    assert report["tree"]["digest"] == manifest["tree"]["digest"] != Tree.read(tree_pin).digest
     modes = {row["mode"] for row in report["smoke"]["rows"]}
     assert {name for name, _kinds, _draft in STRATEGY_RUNS} | {"off", "draft-mtp"} <= modes
     assert report["smoke"]["checks"] and all(c["ok"] for c in report["smoke"]["checks"])

@@ -90,9 +90,9 @@ def test_the_kit_carries_every_requirement_but_those_it_replaces() -> None:
 
 @pytest.mark.needs_tree
 def test_the_trimmed_tree_keeps_the_commit_and_never_claims_the_pinned_digest(
-    tree_b11312: Path, tmp_path: Path
+    tree_pin: Path, tmp_path: Path
 ) -> None:
-    tree = Tree.read(tree_b11312)
+    tree = Tree.read(tree_pin)
     assert all((tree.root / entry).exists() for entry in KEEP)
     backends = {p.name for p in (tree.root / "ggml" / "src").glob("ggml-*")}
     assert set(DROPPED_BACKENDS) <= backends and {"ggml-cpu", "ggml-cuda"} <= backends
@@ -110,10 +110,10 @@ def test_the_trimmed_tree_keeps_the_commit_and_never_claims_the_pinned_digest(
 
 @pytest.mark.needs_tree
 def test_the_kit_holds_the_tree_the_models_and_its_manifest_under_its_limit(
-    tree_b11312: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tree_pin: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     kit = tmp_path / "kit"
-    manifest = kit_module.prepare_kit(Tree.read(tree_b11312), kit, wheels=False)
+    manifest = kit_module.prepare_kit(Tree.read(tree_pin), kit, wheels=False)
     archive = (kit / "tree.tar.xz").read_bytes()
     assert sorted(p.name for p in kit.iterdir()) == ["kit.json", "models", "tree.tar.xz"]
     assert manifest["models"] == sorted(f"{m}.gguf" for m in TEST_MODELS)
@@ -122,7 +122,7 @@ def test_the_kit_holds_the_tree_the_models_and_its_manifest_under_its_limit(
     assert 0 < manifest["bytes"] <= kit_module.KIT_LIMIT_BYTES
     monkeypatch.setattr(kit_module, "KIT_LIMIT_BYTES", manifest["bytes"] - 1)
     with pytest.raises(UsageError, match="over its limit"):
-        kit_module.prepare_kit(Tree.read(tree_b11312), kit, wheels=False)
+        kit_module.prepare_kit(Tree.read(tree_pin), kit, wheels=False)
     assert (kit / "tree.tar.xz").read_bytes() == archive  # the same tree, the same archive
 
 

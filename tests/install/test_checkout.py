@@ -55,12 +55,12 @@ def test_repo_names_the_checkout_and_must_be_one(
 @pytest.mark.needs_tree
 @pytest.mark.parametrize("how", ["cwd", "--repo"])
 def test_generate_writes_into_the_checkout_it_runs_in(
-    tree_b11312: Path, tmp_path: Path, how: str
+    tree_pin: Path, tmp_path: Path, how: str
 ) -> None:
     """This checkout's tool, run in a second clone, writes the second clone's generated/."""
     clone = _second_clone(tmp_path)
     before = folder_files(REPO_ROOT / "generated")
-    args = ["generate", "--tree", str(tree_b11312)]
+    args = ["generate", "--tree", str(tree_pin)]
     cwd = clone if how == "cwd" else tmp_path
     if how == "--repo":
         args += ["--repo", str(clone)]

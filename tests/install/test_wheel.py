@@ -23,7 +23,7 @@ from generator.native.build import build_native
 from generator.native.build_info import wrapper_sources_sha256
 from generator.paths import CACHE_ENV, REPO_ENV, default_cache_dir
 from tests.repo import REPO_ROOT, folder_files
-from tests.trees import llama_tree
+from tests.trees import PIN, llama_tree
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]
 
@@ -144,10 +144,10 @@ def test_the_wheel_runs_its_own_copy(installed: Path, tmp_path: Path) -> None:
 
 def test_fetch_and_generate_outside_a_checkout(installed: Path, tmp_path: Path) -> None:
     here = _outside(tmp_path)
-    fetched = _tool(installed, here, "fetch", "b11312")
+    fetched = _tool(installed, here, "fetch", PIN)
     assert fetched.returncode == 0, fetched.stderr
     tree = Path(fetched.stdout.strip().splitlines()[-1])
-    assert tree == llama_tree("b11312")
+    assert tree == llama_tree(PIN)
 
     out = here / "out"
     generated = _tool(installed, here, "generate", "--tree", str(tree), "--out", str(out))
@@ -170,7 +170,7 @@ def test_fetch_and_generate_outside_a_checkout(installed: Path, tmp_path: Path) 
 def test_checkout_commands_name_what_is_missing(
     installed: Path, tmp_path: Path, args: tuple[str, ...]
 ) -> None:
-    tree = str(llama_tree("b11312"))
+    tree = str(llama_tree(PIN))
     proc = _tool(installed, _outside(tmp_path), *(a.format(tree=tree) for a in args))
     assert proc.returncode == 2, proc.stderr
     assert "needs a llama-bindgen checkout" in proc.stderr
@@ -181,7 +181,7 @@ def test_checkout_commands_name_what_is_missing(
 def test_build_outside_a_checkout_shares_the_cache(installed: Path, tmp_path: Path) -> None:
     """The wheel's copy of the wrapper and this checkout's build one tree into one cache:
     each gets its own CMake folder (CMake refuses a cache made from another source folder)."""
-    tree = llama_tree("b11312")
+    tree = llama_tree(PIN)
     here_build = build_native(tree, "linux-x86_64", out=tmp_path / "checkout-out")
     proc = _tool(
         installed,

@@ -27,8 +27,8 @@ def build_or_fail(tree: Path, platform: str) -> BuildResult:
 
 
 @pytest.fixture(scope="session")
-def host_build(tree_b11312: Path) -> BuildResult:
-    return build_or_fail(tree_b11312, "linux-x86_64")
+def host_build(tree_pin: Path) -> BuildResult:
+    return build_or_fail(tree_pin, "linux-x86_64")
 
 
 @pytest.fixture(scope="session")

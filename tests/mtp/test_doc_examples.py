@@ -32,12 +32,12 @@ BLOCKS = [
 
 
 @pytest.fixture(scope="module")
-def files(tmp_path_factory: pytest.TempPathFactory, tree_b11312: Path) -> dict[str, str]:
+def files(tmp_path_factory: pytest.TempPathFactory, tree_pin: Path) -> dict[str, str]:
     folder = tmp_path_factory.mktemp("readme")
     common: dict[str, Any] = {"vocabulary": "bytes", "vocab": BYTES_VOCAB_MIN}
     model = write_test_model(folder / "m.gguf", "agree", chat_template=CHATML_JINJA, **common)
     sizes = sizes_from(vocab=BYTES_VOCAB_MIN)
-    photo = tree_b11312 / "tools" / "mtmd" / "test-1.jpeg"
+    photo = tree_pin / "tools" / "mtmd" / "test-1.jpeg"
     return {
         "model.gguf": str(model),
         "target.gguf": str(write_test_model(folder / "t.gguf", "plain", **common)),

@@ -1,5 +1,5 @@
 """The runtime's paths for releases before ``load_mtp``, ``llama_model_n_layer_nextn`` and
-draft backend sampling, exercised on b11312's bindings with the release facts switched off (the
+draft backend sampling, exercised on the pinned bindings with the release facts switched off (the
 real older releases run through `llama-bindgen compat`, which `.ci/run` runs on three tags)."""
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def test_backend_sampling_defaults_to_the_releases_own(
     with runtime.Model(models["agree"], load_mtp=True, libs=libs) as model:
         with runtime.Context(model, n_ctx=128, speculative=mtp_spec(runtime)) as ctx:
             result = ctx.generate([10, 11, 12], max_tokens=8)
-    # b11312 samples drafts on the backend by default (llama.cpp's default there)
+    # the pinned tree samples drafts on the backend by default (llama.cpp's default there)
     assert result.metrics.drafts > 0
     assert result.metrics.backend_sampled_drafts == result.metrics.drafts
 

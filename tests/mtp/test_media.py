@@ -45,8 +45,8 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="module")
-def image(tree_b11312: Path) -> Path:
-    return tree_b11312 / "tools" / "mtmd" / "test-1.jpeg"
+def image(tree_pin: Path) -> Path:
+    return tree_pin / "tools" / "mtmd" / "test-1.jpeg"
 
 
 def open_model(runtime: Any, libs: Any, files: dict[str, Path], **options: Any) -> Any:

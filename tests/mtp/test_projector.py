@@ -60,8 +60,8 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="module")
-def test_image(tree_b11312: Path) -> Path:
-    return tree_b11312 / "tools" / "mtmd" / "test-1.jpeg"
+def test_image(tree_pin: Path) -> Path:
+    return tree_pin / "tools" / "mtmd" / "test-1.jpeg"
 
 
 @dataclass

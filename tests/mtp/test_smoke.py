@@ -86,8 +86,8 @@ def test_checks_catch_each_failure() -> None:
 
 @pytest.mark.slow
 @pytest.mark.needs_tree
-def test_smoke_linux_x86_64(host_build: BuildResult, tree_b11312: Path, tmp_path: Path) -> None:
-    image = tree_image(tree_b11312)
+def test_smoke_linux_x86_64(host_build: BuildResult, tree_pin: Path, tmp_path: Path) -> None:
+    image = tree_image(tree_pin)
     assert image is not None
     report = run_smoke("linux-x86_64", host_build.lib_dir, BINDINGS_PARENT, tmp_path, image=image)
     assert report.passed, report.table()
@@ -167,11 +167,11 @@ def test_the_smokes_strategies_and_statuses_are_the_generated_ones() -> None:
 
 @pytest.mark.slow
 @pytest.mark.needs_tree
-def test_smoke_linux_aarch64_under_qemu(tree_b11312: Path, tmp_path: Path) -> None:
+def test_smoke_linux_aarch64_under_qemu(tree_pin: Path, tmp_path: Path) -> None:
     """Fails (never skips) when qemu-aarch64 or the arm64 Python cannot be set up."""
     if shutil.which("qemu-aarch64") is None:
         pytest.fail("qemu-aarch64 is not installed (Debian package qemu-user)")
-    build = build_or_fail(tree_b11312, "linux-aarch64")
+    build = build_or_fail(tree_pin, "linux-aarch64")
     report = run_smoke("linux-aarch64", build.lib_dir, BINDINGS_PARENT, tmp_path, max_tokens=24)
     assert report.passed, report.table()
     assert "aarch64" in report.runner
@@ -191,7 +191,7 @@ def test_c_driver_refusal_is_checked_by_its_own_name() -> None:
 @pytest.mark.slow
 @pytest.mark.needs_tree
 def test_c_driver_generates_what_the_python_runtime_generates(
-    host_build: BuildResult, tree_b11312: Path, tmp_path: Path
+    host_build: BuildResult, tree_pin: Path, tmp_path: Path
 ) -> None:
     """mtp_smoke.c, run natively on linux-x86_64, gives the runtime's tokens and MTP counts on
     every test model and after an image (its media part): the Windows smoke under wine checks
@@ -206,7 +206,7 @@ def test_c_driver_generates_what_the_python_runtime_generates(
     written = write_test_models(tmp_path / "work" / "models", "test")
     models = _models(None, written)
     agree = str(written["agree"])
-    media = _media_plan(tmp_path / "work", agree, written["projector"], tree_image(tree_b11312))
+    media = _media_plan(tmp_path / "work", agree, written["projector"], tree_image(tree_pin))
     plan = {"lib_dir": str(host_build.lib_dir), "max_tokens": 32, "n_ctx": 512,
             "draft_token_max": 3, "models": models, "media": media}  # fmt: skip
     c_data, why = run_c_driver(plat, execution_here(plat), plan, tmp_path / "c")
@@ -237,11 +237,11 @@ def test_c_driver_generates_what_the_python_runtime_generates(
 
 @pytest.mark.slow
 @pytest.mark.needs_tree
-def test_smoke_windows_x86_64_under_wine(tree_b11312: Path, tmp_path: Path) -> None:
+def test_smoke_windows_x86_64_under_wine(tree_pin: Path, tmp_path: Path) -> None:
     """Fails (never skips) when wine is not installed (Debian package wine64)."""
     reason = not_run_reason("windows-x86_64")
     assert reason is None, reason
-    build = build_or_fail(tree_b11312, "windows-x86_64")
+    build = build_or_fail(tree_pin, "windows-x86_64")
     report = run_smoke("windows-x86_64", build.lib_dir, BINDINGS_PARENT, tmp_path, max_tokens=24)
     assert report.passed, report.table()
     assert "under wine" in report.runner and "mtp_smoke.c" in report.runner
@@ -285,7 +285,7 @@ def test_cli_verb(
 
 @pytest.mark.slow
 @pytest.mark.needs_tree
-def test_gates_of_a_platform_built_but_not_run_here(tree_b11312: Path, tmp_path: Path) -> None:
+def test_gates_of_a_platform_built_but_not_run_here(tree_pin: Path, tmp_path: Path) -> None:
     """macos-arm64 is built here by zig: build, symbols (Mach-O exports) and layout (read from
     the compiled probe) run and pass; the smoke cannot run, so it is not-run and `gates` exits 3:
     never a pass."""
@@ -293,9 +293,9 @@ def test_gates_of_a_platform_built_but_not_run_here(tree_b11312: Path, tmp_path:
 
     from generator.cli import main
 
-    build_or_fail(tree_b11312, "macos-arm64")
+    build_or_fail(tree_pin, "macos-arm64")
     record = tmp_path / "gates.json"
-    code = main(["gates", "--tree", str(tree_b11312), "--platform", "macos-arm64",
+    code = main(["gates", "--tree", str(tree_pin), "--platform", "macos-arm64",
                  "--json", str(record)])  # fmt: skip
     data = json.loads(record.read_text(encoding="utf-8"))
     assert code == 3, data

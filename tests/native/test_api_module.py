@@ -84,14 +84,14 @@ print(json.dumps({
 
 
 @pytest.fixture(scope="module")
-def host_lib_dir(native_build: BuildFactory, tree_b11312: Path) -> Path:
-    return native_build(tree_b11312, "linux-x86_64").lib_dir
+def host_lib_dir(native_build: BuildFactory, tree_pin: Path) -> Path:
+    return native_build(tree_pin, "linux-x86_64").lib_dir
 
 
 def test_host_build_compiles_the_module_from_the_bindings_declarations(
-    native_build: BuildFactory, tree_b11312: Path
+    native_build: BuildFactory, tree_pin: Path
 ) -> None:
-    build = native_build(tree_b11312, "linux-x86_64")
+    build = native_build(tree_pin, "linux-x86_64")
     record = build.info["api_module"]
     assert record["status"] == "built", record
     module = build.platform_dir / record["file"]
@@ -103,10 +103,8 @@ def test_host_build_compiles_the_module_from_the_bindings_declarations(
     assert "ggml_threadpool_get_n_threads" in record["functions_left_out"]
 
 
-def test_cross_build_says_why_it_has_no_module(
-    native_build: BuildFactory, tree_b11312: Path
-) -> None:
-    build = native_build(tree_b11312, "linux-aarch64")
+def test_cross_build_says_why_it_has_no_module(native_build: BuildFactory, tree_pin: Path) -> None:
+    build = native_build(tree_pin, "linux-aarch64")
     record = build.info["api_module"]
     assert record["status"] == "not built"
     assert "cross build" in record["reason"]

@@ -29,15 +29,15 @@ def _tree_meta(tree: Path) -> dict[str, str]:
     return data
 
 
-def test_host_build_layout_and_info(native_build: BuildFactory, tree_b11312: Path) -> None:
-    build = native_build(tree_b11312, "linux-x86_64")
-    meta = _tree_meta(tree_b11312)
+def test_host_build_layout_and_info(native_build: BuildFactory, tree_pin: Path) -> None:
+    build = native_build(tree_pin, "linux-x86_64")
+    meta = _tree_meta(tree_pin)
     info_path = build.platform_dir / "build-info.json"
     info = json.loads(info_path.read_text())
     assert info["commit"] == meta["commit"] and info["tag"] == meta["tag"]
     assert info["platform"] == "linux-x86_64"
     assert info["mtp"]["status"] == "supported" and info["mtp"]["reason"] == ""
-    # the wrapper's probes chose b11312's own variants (the newest of each facet)
+    # the wrapper's probes chose the pinned tree's own variants (the newest of each facet)
     assert info["mtp"]["probes"].startswith(
         "CORE=core BATCH=common_batch DECODE=llama_process DRAFT_SLOT=draft_pos0 EMBD=embd_nextn "
         "N_LAYER_NEXTN=n_layer_nextn CTX_OTHER=ctx_other"
@@ -56,20 +56,20 @@ def test_host_build_layout_and_info(native_build: BuildFactory, tree_b11312: Pat
     for header in ("llama.h", "ggml.h", "llama_mtp.h"):
         assert (build.include_dir / header).is_file(), header
     licences = build.platform_dir / "licenses"
-    assert (licences / "LICENSE-llama.cpp").read_bytes() == (tree_b11312 / "LICENSE").read_bytes()
+    assert (licences / "LICENSE-llama.cpp").read_bytes() == (tree_pin / "LICENSE").read_bytes()
     assert (licences / "LICENSE-jsonhpp").is_file()  # json.hpp is compiled into common
     text = info_path.read_text()
-    assert str(default_cache_dir()) not in text and str(tree_b11312) not in text
+    assert str(default_cache_dir()) not in text and str(tree_pin) not in text
     assert text == json.dumps(info, indent=2, sort_keys=True) + "\n"
 
 
 def test_the_tree_is_compiled_from_the_stable_folder_under_its_name(
-    native_build: BuildFactory, tree_b11312: Path
+    native_build: BuildFactory, tree_pin: Path
 ) -> None:
     """Every tag's objects come from one folder (ccache shares them between tags), and every
     compile command names its tree (ccache's direct mode then serves a tree only its own)."""
-    build = native_build(tree_b11312, "linux-x86_64")
-    tree = Tree.read(tree_b11312)
+    build = native_build(tree_pin, "linux-x86_64")
+    tree = Tree.read(tree_pin)
     ninja = build_dir_for(tree, build.platform) / "cmake" / "build.ninja"
     text = ninja.read_text(encoding="utf-8")
     assert f"-DLLAMA_BINDGEN_TREE_ID={tree_id(tree.root, tree.digest)}" in text
@@ -77,9 +77,9 @@ def test_the_tree_is_compiled_from_the_stable_folder_under_its_name(
     assert f"{source / 'src' / 'llama.cpp'}" in text and str(tree.root) not in text
 
 
-def test_up_to_date_build_is_reused(native_build: BuildFactory, tree_b11312: Path) -> None:
-    first = native_build(tree_b11312, "linux-x86_64")
-    again = build_native(tree_b11312, "linux-x86_64")
+def test_up_to_date_build_is_reused(native_build: BuildFactory, tree_pin: Path) -> None:
+    first = native_build(tree_pin, "linux-x86_64")
+    again = build_native(tree_pin, "linux-x86_64")
     assert not again.rebuilt
     assert again.info == first.info
     assert (again.platform_dir / "licenses" / "LICENSE-llama.cpp").is_file()
@@ -121,12 +121,12 @@ def test_pre_mtp_tree_builds_without_wrapper(
 
 
 def test_build_command_reports_mtp_and_platform_folder(
-    native_build: BuildFactory, tree_b11312: Path, capsys: pytest.CaptureFixture[str]
+    native_build: BuildFactory, tree_pin: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    expected = native_build(tree_b11312, "linux-x86_64")
+    expected = native_build(tree_pin, "linux-x86_64")
     parser = argparse.ArgumentParser()
     build_command.register(parser.add_subparsers())
-    args = parser.parse_args(["build", "--tree", str(tree_b11312), "--platform", "linux-x86_64"])
+    args = parser.parse_args(["build", "--tree", str(tree_pin), "--platform", "linux-x86_64"])
     assert args.func(args) == 0
     lines = capsys.readouterr().out.splitlines()
     assert "mtp: supported" in lines
@@ -180,22 +180,22 @@ def test_a_tree_with_the_mtp_api_that_the_wrapper_cannot_build_fails_naming_the_
 
 
 def test_an_upstream_change_the_wrapper_does_not_know_is_named(
-    tree_b11312: Path, tmp_path: Path
+    tree_pin: Path, tmp_path: Path
 ) -> None:
-    """b11312 with the draft slot's position field renamed (as upstream renamed n_past to pos0
-    once): neither known variant compiles, and the build says which probe, with the compiler's
+    """The pinned tree with the draft slot's position field renamed (as upstream renamed n_past to
+    pos0 once): neither known variant compiles, and the build says which probe, with the compiler's
     words about the upstream declaration, before anything is compiled."""
-    tree = tmp_path / "b11312-renamed"
-    shutil.copytree(tree_b11312, tree, symlinks=True, copy_function=os.link)
+    tree = tmp_path / "pin-renamed"
+    shutil.copytree(tree_pin, tree, symlinks=True, copy_function=os.link)
     header = tree / "common" / "speculative.h"
     text = header.read_text(encoding="utf-8")
     assert "llama_pos   pos0;" in text
     header.unlink()  # a hard link to the cached tree's file: replace it, never write through
     header.write_text(text.replace("llama_pos   pos0;", "llama_pos   pos_first;"), "utf-8")
-    meta = _tree_meta(tree_b11312)
+    meta = _tree_meta(tree_pin)
     (tree / ".llama-bindgen-tree.json").unlink()
     (tree / ".llama-bindgen-tree.json").write_text(
-        json.dumps({**meta, "tag": "b11312-renamed", "commit": ""}), encoding="utf-8"
+        json.dumps({**meta, "tag": "pin-renamed", "commit": ""}), encoding="utf-8"
     )
     try:
         with pytest.raises(BuildError) as caught:
@@ -208,7 +208,7 @@ def test_an_upstream_change_the_wrapper_does_not_know_is_named(
         shutil.rmtree(
             build_dir_for(Tree.read(tree), get_platform("linux-x86_64")), ignore_errors=True
         )
-    assert "pos0;" in (tree_b11312 / "common" / "speculative.h").read_text(encoding="utf-8")
+    assert "pos0;" in (tree_pin / "common" / "speculative.h").read_text(encoding="utf-8")
 
 
 def test_the_tracking_issue_of_such_a_tree_leads_with_the_probe_line(tmp_path: Path) -> None:
@@ -259,12 +259,12 @@ def test_a_tree_without_a_licence_builds_and_says_so(tmp_path: Path) -> None:
         )
 
 
-def test_a_bump_parse_gives_the_build_what_its_own_parse_gives(tree_b11312: Path) -> None:
+def test_a_bump_parse_gives_the_build_what_its_own_parse_gives(tree_pin: Path) -> None:
     """The one parse of a bump (every target) stands in for the build's own (host only)."""
     from generator.native.build import build_interface, host_interface
     from generator.parse.frontend import parse_tree
 
-    tree = Tree.read(tree_b11312)
+    tree = Tree.read(tree_pin)
     own, own_headers = build_interface(tree)
     given, headers = host_interface(parse_tree(tree))
     assert headers == own_headers == ["llama.h", "llama_mtp.h", "mtmd.h", "mtmd-helper.h"]
@@ -272,17 +272,17 @@ def test_a_bump_parse_gives_the_build_what_its_own_parse_gives(tree_b11312: Path
 
 
 def test_a_build_given_the_parse_does_not_parse_again(
-    native_build: BuildFactory, tree_b11312: Path, monkeypatch: pytest.MonkeyPatch
+    native_build: BuildFactory, tree_pin: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from generator.native import build as native
     from generator.parse.frontend import parse_tree
 
-    first = native_build(tree_b11312, "linux-x86_64")
-    api = parse_tree(Tree.read(tree_b11312))
+    first = native_build(tree_pin, "linux-x86_64")
+    api = parse_tree(Tree.read(tree_pin))
 
     def no_parse(tree: Tree) -> None:
         raise AssertionError("build_native parsed the headers again")
 
     monkeypatch.setattr(native, "build_interface", no_parse)
-    again = build_native(Tree.read(tree_b11312), "linux-x86_64", interface=api)
+    again = build_native(Tree.read(tree_pin), "linux-x86_64", interface=api)
     assert not again.rebuilt and again.info == first.info

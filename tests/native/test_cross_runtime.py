@@ -17,9 +17,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]
 
 
 def test_windows_program_links_against_dlls(
-    native_build: BuildFactory, tree_b11312: Path, tmp_path: Path
+    native_build: BuildFactory, tree_pin: Path, tmp_path: Path
 ) -> None:
-    build = native_build(tree_b11312, "windows-x86_64")
+    build = native_build(tree_pin, "windows-x86_64")
     exe = compile_cases(
         build, host_toolchain(build.platform).c_compiler, tmp_path, ["-D__USE_MINGW_ANSI_STDIO=1"]
     )

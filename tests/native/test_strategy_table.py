@@ -1,10 +1,10 @@
 """The strategy table (``llama_mtp_strategies.cpp``) where the llama.cpp tree lacks a strategy.
 
 Every tag the wrapper is built for here has every strategy it runs, so the refusal of one a tree
-lacks cannot be reached through a build of b11312. The table is tag-independent and reaches the
-tree only through ``llama_mtp_upstream.h``; this test compiles it, with llama.h's and ggml's
-include folders alone (the wrapper's include boundary: no common/ or src/), against a stand-in
-for ``llama_mtp_upstream.cpp`` whose tree has no ngram-cache, and checks the statuses:
+lacks cannot be reached through a build of the pinned tree. The table is tag-independent and
+reaches the tree only through ``llama_mtp_upstream.h``; this test compiles it, with llama.h's and
+ggml's include folders alone (the wrapper's include boundary: no common/ or src/), against a
+stand-in for ``llama_mtp_upstream.cpp`` whose tree has no ngram-cache, and checks the statuses:
 ``LLAMA_MTP_STATUS_NOT_IN_RELEASE`` for the strategy the tree lacks, ``UNSUPPORTED_STRATEGY`` for
 those the wrapper runs in no release, OK for the rest.
 """
@@ -75,7 +75,7 @@ def _header_values() -> dict[str, int]:
     return {name: int(value) for name, value in _ENUMERATOR.findall(text)}
 
 
-def test_a_strategy_the_tree_lacks_is_not_in_release(tree_b11312: Path, tmp_path: Path) -> None:
+def test_a_strategy_the_tree_lacks_is_not_in_release(tree_pin: Path, tmp_path: Path) -> None:
     compiler = shutil.which("g++")
     if compiler is None:
         pytest.fail("g++ is not installed")
@@ -84,8 +84,8 @@ def test_a_strategy_the_tree_lacks_is_not_in_release(tree_b11312: Path, tmp_path
     exe = tmp_path / "table"
     argv = [
         compiler, "-std=c++17", "-Wall", "-Werror", '-DLLAMA_MTP_LLAMA_TAG="b-test"',
-        f"-I{wrapper_dir()}", f"-I{tree_b11312 / 'include'}",
-        f"-I{tree_b11312 / 'ggml' / 'include'}",
+        f"-I{wrapper_dir()}", f"-I{tree_pin / 'include'}",
+        f"-I{tree_pin / 'ggml' / 'include'}",
         str(wrapper_dir() / "llama_mtp_strategies.cpp"), str(stand_in), "-o", str(exe),
     ]  # fmt: skip
     built = subprocess.run(argv, capture_output=True, text=True, check=False)

@@ -21,9 +21,9 @@ PLATFORMS = ["linux-x86_64", "linux-aarch64", "windows-x86_64", "macos-arm64"]
 
 @pytest.fixture(scope="module", params=PLATFORMS)
 def build(
-    request: pytest.FixtureRequest, native_build: BuildFactory, tree_b11312: Path
+    request: pytest.FixtureRequest, native_build: BuildFactory, tree_pin: Path
 ) -> BuildResult:
-    result = native_build(tree_b11312, request.param)
+    result = native_build(tree_pin, request.param)
     assert result.mtp.supported, f"{request.param}: {result.mtp.describe()}"
     return result
 
@@ -62,9 +62,9 @@ def test_libraries_are_for_the_platform(build: BuildResult) -> None:
 
 
 def test_manifest_is_the_contract_and_missing_names_are_reported(
-    native_build: BuildFactory, tree_b11312: Path, tmp_path: Path
+    native_build: BuildFactory, tree_pin: Path, tmp_path: Path
 ) -> None:
-    build = native_build(tree_b11312, "linux-x86_64")
+    build = native_build(tree_pin, "linux-x86_64")
     manifest = tmp_path / "abi_manifest.json"
     functions = [
         {"name": "llama_backend_init", "library": "llama", "header": "llama.h"},

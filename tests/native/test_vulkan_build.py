@@ -21,8 +21,8 @@ LAVAPIPE_ICD = "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json"
 
 
 @pytest.fixture(scope="module")
-def vulkan_build(tree_b11312: Path) -> BuildResult:
-    return build_native(tree_b11312, "linux-x86_64", backend="vulkan")
+def vulkan_build(tree_pin: Path) -> BuildResult:
+    return build_native(tree_pin, "linux-x86_64", backend="vulkan")
 
 
 def test_the_vulkan_build_is_its_own_platform_folder(vulkan_build: BuildResult) -> None:
@@ -96,12 +96,12 @@ def test_a_load_that_left_layers_on_the_cpu_fails_the_device_checks() -> None:
 
 
 def test_the_four_gates_pass_for_the_vulkan_build(
-    vulkan_build: BuildResult, tree_b11312: Path, tmp_path: Path
+    vulkan_build: BuildResult, tree_pin: Path, tmp_path: Path
 ) -> None:
     record = tmp_path / "gates.json"
     proc = subprocess.run(
         [sys.executable, "-m", "generator", "--repo", str(REPO_ROOT), "gates", "--tree",
-         str(tree_b11312), "--platform", "linux-x86_64", "--backend", "vulkan",
+         str(tree_pin), "--platform", "linux-x86_64", "--backend", "vulkan",
          "--json", str(record)],
         capture_output=True, text=True, timeout=900, check=False,
     )  # fmt: skip

@@ -112,7 +112,7 @@ MODEL_CASES = {
     "process_embd_null_rows": "INVALID_ARGUMENT",
     "process_embd_bad_seq": "INVALID_ARGUMENT",
     "process_embd_not_decoded": "BAD_STATE",
-    # b11312's common_batch takes embedding rows (probe BATCH_EMBD)
+    # the pinned tree's common_batch takes embedding rows (probe BATCH_EMBD)
     "process_embd": "OK",
     "process_embd_draft_pending": "BAD_STATE",
     "begin_token_out_of_vocab": "INVALID_ARGUMENT",
@@ -186,9 +186,9 @@ UNCHECKED_ON_PE = {"create_few_outputs"}
 
 @pytest.fixture(scope="module", params=PLATFORMS)
 def build(
-    request: pytest.FixtureRequest, native_build: BuildFactory, tree_b11312: Path
+    request: pytest.FixtureRequest, native_build: BuildFactory, tree_pin: Path
 ) -> BuildResult:
-    result = native_build(tree_b11312, request.param)
+    result = native_build(tree_pin, request.param)
     assert result.mtp.supported, result.mtp.describe()
     return result
 
@@ -247,7 +247,7 @@ def _check(
 
 
 def test_error_cases_without_model(
-    execution: Execution, cases_exe: Path, statuses: dict[str, int], tree_b11312: Path
+    execution: Execution, cases_exe: Path, statuses: dict[str, int], tree_pin: Path
 ) -> None:
     proc = _run(execution, cases_exe)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
@@ -257,9 +257,9 @@ def test_error_cases_without_model(
     assert float(info["default_p_min"]) == 0.0
     assert info["create_null_context_handle_cleared"] == "1"
     assert info["get_context_null"] == "1"
-    assert info["embd_supported"] == "1"  # b11312 mirrors embedding rows
+    assert info["embd_supported"] == "1"  # the pinned tree mirrors embedding rows
     assert info["free_foreign_says"] == "1" and info["get_context_foreign_null"] == "1"
-    meta = (tree_b11312 / ".llama-bindgen-tree.json").read_text()
+    meta = (tree_pin / ".llama-bindgen-tree.json").read_text()
     assert info["llama_commit"] in meta and len(info["llama_commit"]) == 40
 
 

@@ -17,10 +17,10 @@ __all__ = ["host_build", "libs", "runtime"]  # the same fixtures as tests/mtp's
 
 
 @pytest.fixture(scope="session")
-def upstream(tree_b11312: Path, host_build: Any) -> UpstreamDrivers:
-    """llama-simple and llama-speculative-simple of b11312, running on the host build."""
+def upstream(tree_pin: Path, host_build: Any) -> UpstreamDrivers:
+    """llama-simple and llama-speculative-simple of the pinned tree, running on the host build."""
     try:
-        return build_upstream_drivers(tree_b11312, host_build.lib_dir)
+        return build_upstream_drivers(tree_pin, host_build.lib_dir)
     except BindgenError as exc:
         pytest.fail(f"upstream's example programs did not build: {exc}")
 

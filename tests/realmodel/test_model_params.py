@@ -21,8 +21,8 @@ PROMPT = [3, 4, 5, 6]
 
 
 @pytest.fixture(scope="module")
-def bpe_vocab(tree_b11312: Path) -> Path:
-    return tree_b11312 / "models" / "ggml-vocab-llama-bpe.gguf"
+def bpe_vocab(tree_pin: Path) -> Path:
+    return tree_pin / "models" / "ggml-vocab-llama-bpe.gguf"
 
 
 def greedy(runtime: Any, libs: Any, path: Path, **options: Any) -> list[int]:
@@ -170,8 +170,8 @@ def test_load_mode_names_come_from_llama_h(runtime: Any, libs: Any, bpe_vocab: P
 def test_a_release_without_load_mode_would_need_its_use_mmap_field(
     runtime: Any, libs: Any, bpe_vocab: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With load_mode hidden, use_mmap goes to the field of that name, which b11312's struct no
-    longer has: refused, as on a release with neither."""
+    """With load_mode hidden, use_mmap goes to the field of that name, which the pinned tree's
+    struct no longer has: refused, as on a release with neither."""
     params = importlib.import_module("llama_bindings.params")
     real = params.has_field
     monkeypatch.setattr(params, "has_field", lambda f, s, n: n != "load_mode" and real(f, s, n))

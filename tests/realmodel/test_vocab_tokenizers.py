@@ -13,7 +13,7 @@ import pytest
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]
 
-# Every vocabulary of b11312's models/ with .inp/.out files (upstream's CMake runs
+# Every vocabulary of the pinned tree's models/ with .inp/.out files (upstream's CMake runs
 # test-tokenizer-0 on each of them); test_every_vocabulary_with_tests_is_listed keeps it whole.
 VOCABS = (
     "bert-bge", "command-r", "deepseek-coder", "deepseek-llm", "falcon", "gemma-4", "gpt-2",
@@ -46,10 +46,10 @@ def read_tests(vocab: Path) -> dict[str, list[int]]:
     }
 
 
-def test_every_vocabulary_with_tests_is_listed(tree_b11312: Path) -> None:
+def test_every_vocabulary_with_tests_is_listed(tree_pin: Path) -> None:
     found = {
         path.name.removeprefix("ggml-vocab-").removesuffix(".gguf")
-        for path in (tree_b11312 / "models").glob("ggml-vocab-*.gguf")
+        for path in (tree_pin / "models").glob("ggml-vocab-*.gguf")
         if path.with_name(path.name + ".inp").is_file()
         and path.with_name(path.name + ".out").is_file()
     }
@@ -58,9 +58,9 @@ def test_every_vocabulary_with_tests_is_listed(tree_b11312: Path) -> None:
 
 @pytest.mark.parametrize("name", VOCABS)
 def test_vocab_only_tokenization_equals_llama_cpps_expected_tokens(
-    runtime: Any, libs: Any, tree_b11312: Path, name: str
+    runtime: Any, libs: Any, tree_pin: Path, name: str
 ) -> None:
-    vocab = tree_b11312 / "models" / f"ggml-vocab-{name}.gguf"
+    vocab = tree_pin / "models" / f"ggml-vocab-{name}.gguf"
     tests = read_tests(vocab)
     assert len(tests) > 20
     with runtime.Model(vocab, vocab_only=True, libs=libs) as model:

@@ -1,4 +1,4 @@
-"""`llama-bindgen release b11312` over the real builds of every platform its pin records."""
+"""`llama-bindgen release <the pin>` over the real builds of every platform its pin records."""
 
 from __future__ import annotations
 
@@ -12,13 +12,14 @@ from generator.platforms import split_key
 from generator.releases import Release, load_releases
 from tests.conftest import BuildFactory
 from tests.repo import REPO_ROOT
+from tests.trees import PIN
 
 
 def release_pinned(tree: Path, native_build: BuildFactory, base: Path) -> tuple[Path, list[str]]:
-    """Build (or reuse) every recorded build of the b11312 pin, release them into
+    """Build (or reuse) every recorded build of the pin, release them into
     ``base/dist``; returns that folder and the recorded gate keys."""
     recorded = sorted(k for k, v in pinned().extra["gates"].items() if isinstance(v, dict))
-    assert recorded, "b11312 is pinned with gate records"
+    assert recorded, f"{PIN} is pinned with gate records"
     native = base / "native"
     for key in recorded:
         platform, backend = split_key(key)
@@ -30,7 +31,7 @@ def release_pinned(tree: Path, native_build: BuildFactory, base: Path) -> tuple[
         shutil.copytree(build.platform_dir, native / key, symlinks=True)
     out = base / "dist"
     proc = subprocess.run(
-        [sys.executable, "-m", "generator", "release", "b11312", "--out", str(out),
+        [sys.executable, "-m", "generator", "release", PIN, "--out", str(out),
          "--native", str(native)],
         cwd=REPO_ROOT, capture_output=True, text=True, check=False,
     )  # fmt: skip
@@ -39,4 +40,4 @@ def release_pinned(tree: Path, native_build: BuildFactory, base: Path) -> tuple[
 
 
 def pinned() -> Release:
-    return next(r for r in load_releases() if r.ref == "b11312")
+    return next(r for r in load_releases() if r.ref == PIN)

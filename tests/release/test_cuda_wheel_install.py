@@ -1,4 +1,4 @@
-"""The wheel of the real b11312 CUDA build (sm_90), installed offline into a fresh virtual
+"""The wheel of the real CUDA build of the pin (sm_90), installed offline into a fresh virtual
 environment with NVIDIA's real wheels as its dependencies (``nvidia-cuda-runtime`` from
 ``<cache>/cuda-toolkit-wheels/``, ``nvidia-cublas`` from ``<cache>/cuda-pypi/wheels/``).
 
@@ -35,6 +35,7 @@ from generator.release.wheels import NOT_GATED
 from generator.smoke import NOT_RUN, run_smoke
 from tests.release.venvs import pip_install, venv
 from tests.repo import REPO_ROOT
+from tests.trees import PIN
 
 CUDA_ARCH = "90"
 TOOLKIT_STORE = "cuda-toolkit-wheels"  # filled by nox (noxfile.py)
@@ -53,15 +54,15 @@ print(json.dumps({'lib_dir': str(libs.lib_dir), 'devices': names, 'mapped': mapp
 
 
 @pytest.fixture(scope="module")
-def cuda_wheel(tree_b11312: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """`llama-bindgen wheel b11312 --backend cuda` of the sm_90 build (built or reused)."""
+def cuda_wheel(tree_pin: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`llama-bindgen wheel <the pin> --backend cuda` of the sm_90 build (built or reused)."""
     try:
-        build = build_native(tree_b11312, "linux-x86_64", backend="cuda", cuda_arch=CUDA_ARCH)
+        build = build_native(tree_pin, "linux-x86_64", backend="cuda", cuda_arch=CUDA_ARCH)
     except BindgenError as exc:
         pytest.fail(f"the CUDA build failed: {exc}")
     out = tmp_path_factory.mktemp("cuda-wheel")
     proc = subprocess.run(
-        [sys.executable, "-m", "generator", "wheel", "b11312", "--platform", "linux-x86_64",
+        [sys.executable, "-m", "generator", "wheel", PIN, "--platform", "linux-x86_64",
          "--backend", "cuda", "--native", str(build.platform_dir.parent), "--out", str(out)],
         cwd=REPO_ROOT, capture_output=True, text=True, check=False,
     )  # fmt: skip
@@ -97,7 +98,7 @@ def _stub_folder() -> Path:
 def test_the_cuda_wheel_installs_with_nvidia_s_wheels_and_loads_them(
     cuda_wheel: Path, installed: Installed, tmp_path: Path
 ) -> None:
-    assert cuda_wheel.name.startswith("llama_bindings_cu13-11312."), cuda_wheel.name
+    assert cuda_wheel.name.startswith(f"llama_bindings_cu13-{PIN[1:]}."), cuda_wheel.name
     with zipfile.ZipFile(cuda_wheel) as archive:
         shipped = {Path(n).name for n in archive.namelist() if "/lib/" in n}
         info = json.loads(archive.read("llama_bindings/build-info.json"))

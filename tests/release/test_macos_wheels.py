@@ -1,5 +1,5 @@
 """macOS wheels made here: the Mach-O checks on small libraries zig links for macOS (each way a
-macOS loader would fail inside a wheel), then the wheels of b11312's zig-built macos-arm64 and
+macOS loader would fail inside a wheel), then the wheels of the pin's zig-built macos-arm64 and
 macos-x86_64 builds made by ``llama-bindgen wheel``: the tag, the files under their install
 names, every load command resolving inside the wheel or macOS, and the record that no release
 gated it. No macOS machine is here, so nothing is loaded by a macOS loader: the builds are never
@@ -22,6 +22,7 @@ from generator.release import macos_wheels
 from generator.release.wheels import NOT_GATED
 from tests.conftest import BuildFactory
 from tests.repo import REPO_ROOT
+from tests.trees import PIN
 
 ARM = "aarch64-macos.13.0"
 
@@ -100,14 +101,14 @@ def test_a_file_that_is_not_mach_o_is_named(tmp_path: Path) -> None:
 @pytest.fixture(scope="module", params=["macos-arm64", "macos-x86_64"])
 def macos_wheel(
     request: pytest.FixtureRequest,
-    tree_b11312: Path,
+    tree_pin: Path,
     native_build: BuildFactory,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Path:
-    build = native_build(tree_b11312, request.param)
+    build = native_build(tree_pin, request.param)
     out = tmp_path_factory.mktemp("macos-wheel")
     args = argparse.Namespace(
-        ref="b11312", platform=request.param, backend="cpu", out=out,
+        ref=PIN, platform=request.param, backend="cpu", out=out,
         native=build.lib_dir.parent.parent, generated=REPO_ROOT / "generated",
         releases=REPO_ROOT / "releases.toml",
     )  # fmt: skip
@@ -121,7 +122,7 @@ def macos_wheel(
 def test_a_macos_wheel_resolves_inside_itself(macos_wheel: Path, tmp_path: Path) -> None:
     name = macos_wheel.name
     machine = "arm64" if name.endswith("_arm64.whl") else "x86_64"
-    pattern = rf"llama_bindings-11312\.[0-9.]+-py3-none-macosx_\d+_\d+_{machine}\.whl"
+    pattern = rf"llama_bindings-{PIN[1:]}\.[0-9.]+-py3-none-macosx_\d+_\d+_{machine}\.whl"
     assert re.fullmatch(pattern, name), name
     with zipfile.ZipFile(macos_wheel) as zf:
         zf.extractall(tmp_path)

@@ -1,4 +1,4 @@
-"""`llama-bindgen release b11312` from the repository's own pin: real builds, real bindings."""
+"""`llama-bindgen release <the pin>` from the repository's own pin: real builds, real bindings."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]
 
 
 def test_pinned_release_verifies_with_sha256sum(
-    tree_b11312: Path, native_build: BuildFactory, tmp_path: Path
+    tree_pin: Path, native_build: BuildFactory, tmp_path: Path
 ) -> None:
-    out, recorded = release_pinned(tree_b11312, native_build, tmp_path)
+    out, recorded = release_pinned(tree_pin, native_build, tmp_path)
     check = subprocess.run(
         ["sha256sum", "-c", "SHA256SUMS"], cwd=out, capture_output=True, text=True, check=False
     )

@@ -1,4 +1,4 @@
-"""The release's wheels: `llama-bindgen release b11312` from the real builds, then each wheel
+"""The release's wheels: `llama-bindgen release <the pin>` from the real builds, then each wheel
 installed where this machine can run it (linux-x86_64 CPU in a fresh virtual environment, the
 Vulkan wheel on lavapipe, linux-aarch64 into Debian's arm64 Python under qemu) and smoke-run from
 the installed copy; the Windows wheel's tags, contents and DLL imports checked (no Windows Python
@@ -25,6 +25,7 @@ from generator.smoke import PASSED, SmokeReport, run_smoke
 from tests.conftest import BuildFactory
 from tests.release.real_release import release_pinned
 from tests.release.venvs import pip_install, venv
+from tests.trees import PIN
 
 WHEEL_KEYS = ("linux-aarch64", "linux-x86_64", "linux-x86_64-vulkan", "windows-x86_64")
 
@@ -45,10 +46,10 @@ def test_backend_in_the_distribution_name() -> None:
 
 @pytest.fixture(scope="module")
 def release_dir(
-    tree_b11312: Path, native_build: BuildFactory, tmp_path_factory: pytest.TempPathFactory
+    tree_pin: Path, native_build: BuildFactory, tmp_path_factory: pytest.TempPathFactory
 ) -> Path:
-    """`llama-bindgen release b11312` over every recorded build (built or reused)."""
-    out, _recorded = release_pinned(tree_b11312, native_build, tmp_path_factory.mktemp("wheels"))
+    """`llama-bindgen release <the pin>` over every recorded build (built or reused)."""
+    out, _recorded = release_pinned(tree_pin, native_build, tmp_path_factory.mktemp("wheels"))
     return out
 
 
@@ -70,10 +71,10 @@ def test_release_lists_its_wheels(release_dir: Path) -> None:
     wheels = _wheels(release_dir)
     assert sorted(wheels) == sorted(WHEEL_KEYS)
     tags = {key: name.removesuffix(".whl").split("-", 2)[2] for key, name in wheels.items()}
-    assert all(name.split("-")[1].startswith("11312.") for name in wheels.values()), wheels
+    assert all(name.split("-")[1].startswith(PIN[1:] + ".") for name in wheels.values()), wheels
     assert tags["linux-x86_64"].startswith("cp311-abi3-manylinux_"), tags
     assert tags["linux-x86_64"].endswith("_x86_64")
-    assert wheels["linux-x86_64-vulkan"].startswith("llama_bindings_vulkan-11312.")
+    assert wheels["linux-x86_64-vulkan"].startswith(f"llama_bindings_vulkan-{PIN[1:]}.")
     assert "-manylinux_" in tags["linux-aarch64"] and tags["linux-aarch64"].endswith("_aarch64")
     assert tags["windows-x86_64"] == "py3-none-win_amd64"
     sums = (release_dir / "SHA256SUMS").read_text()

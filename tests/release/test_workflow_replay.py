@@ -40,11 +40,12 @@ import yaml
 from generator.paths import default_cache_dir
 from generator.release.workflow import default_workflow_path
 from tests.repo import REPO_ROOT
+from tests.trees import PIN
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]
 
 PLATFORM = "linux-x86_64"
-REF = "b11312"
+REF = PIN
 EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
 COMPARISON = re.compile(r"^([\w.\-]+)\s*(==|!=)\s*'([^']*)'$")
 APT_SETUP = re.compile(r"^sudo apt-get update && sudo apt-get install -y ((?:[\w.+\-]+ ?)+)$")

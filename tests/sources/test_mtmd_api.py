@@ -69,6 +69,6 @@ def test_other_trees_are_reported(
     assert ParseOptions(root).absent_libraries() == (("mtmd", reason),)
 
 
-def test_the_pinned_tree_has_them(tree_b11312: Path) -> None:
-    found, reason = mtmd_api.headers(tree_b11312)
+def test_the_pinned_tree_has_them(tree_pin: Path) -> None:
+    found, reason = mtmd_api.headers(tree_pin)
     assert reason is None and len(found) == 2

@@ -51,8 +51,8 @@ def test_each_line_that_fails_is_the_reason(tmp_path: Path, index: int) -> None:
     assert mtp_api.missing_reason(tree) == need.reason
 
 
-def test_the_real_pinned_tree_has_the_api(tree_b11312: Path) -> None:
-    assert mtp_api.missing_reason(tree_b11312) is None
+def test_the_real_pinned_tree_has_the_api(tree_pin: Path) -> None:
+    assert mtp_api.missing_reason(tree_pin) is None
 
 
 def test_a_tree_without_common_is_refused(tmp_path: Path) -> None:

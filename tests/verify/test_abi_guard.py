@@ -62,8 +62,8 @@ def load_in_subprocess(bindings_parent: Path, lib_dir: Path) -> dict[str, object
 
 
 @pytest.fixture(scope="module")
-def build_new(native_build: BuildFactory, tree_b11312: Path) -> BuildResult:
-    return native_build(tree_b11312, "linux-x86_64")
+def build_new(native_build: BuildFactory, tree_pin: Path) -> BuildResult:
+    return native_build(tree_pin, "linux-x86_64")
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +127,7 @@ def test_old_bindings_refuse_new_libraries(
 
 
 def test_undeclared_export_is_a_missing_symbol(
-    build_new: BuildResult, tree_b11312: Path, tmp_path: Path
+    build_new: BuildResult, tree_pin: Path, tmp_path: Path
 ) -> None:
     header = tmp_path / "hdr" / "llama_mtp.h"
     header.parent.mkdir()
@@ -135,17 +135,17 @@ def test_undeclared_export_is_a_missing_symbol(
     extra = "LLAMA_MTP_API int32_t llama_mtp_not_in_any_build(void);\n"
     header.write_text(text.replace("#ifdef __cplusplus\n}", extra + "#ifdef __cplusplus\n}", 1))
     assert "llama_mtp_not_in_any_build" in header.read_text()
-    out = bindings(tree_b11312, tmp_path / "pkg", header)
+    out = bindings(tree_pin, tmp_path / "pkg", header)
     result = load_in_subprocess(out, build_new.lib_dir)
     assert result["error"] == "MissingSymbolError"
     assert "llama_mtp_not_in_any_build" in str(result["message"])
 
 
-def test_inserted_field_is_refused(tree_b11312: Path, tmp_path: Path) -> None:
-    """A copy of b11312 whose llama_context_params gained a field, rebuilt (in a private cache),
-    loaded with the unmodified committed bindings."""
+def test_inserted_field_is_refused(tree_pin: Path, tmp_path: Path) -> None:
+    """A copy of the pinned tree whose llama_context_params gained a field, rebuilt (in a
+    private cache), loaded with the unmodified committed bindings."""
     tree = tmp_path / "llama.cpp"
-    shutil.copytree(tree_b11312, tree, symlinks=True)
+    shutil.copytree(tree_pin, tree, symlinks=True)
     # as a real upstream change would: the field in the header and in the default initializer
     llama_h = tree / "include" / "llama.h"
     anchor = "        uint32_t n_rs_seq;"

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from generator.emit.probes import probe_headers
-from generator.ir.interface import Interface, Source
-from generator.parse.frontend import parse_interface
+from generator.ir.interface import Interface
+from generator.parse.frontend import parse_interface, tree_source
 from generator.parse.options import ParseOptions
 from generator.platforms import get_platform
 from generator.sources import mtmd_api
@@ -35,11 +35,9 @@ def probe_runner(name: str) -> ProbeRunner:
 
 
 @pytest.fixture(scope="module")
-def interface(tree_b11312: Path) -> Interface:
-    options = ParseOptions(tree=tree_b11312)
-    return parse_interface(
-        options, Source("b11312", "0c1e57098bba43ac29e6e3b677cdceebdd22334f", "")
-    )
+def interface(tree_pin: Path) -> Interface:
+    options = ParseOptions(tree=tree_pin)
+    return parse_interface(options, tree_source(tree_pin))
 
 
 def includes(tree: Path) -> list[Path]:
@@ -48,12 +46,12 @@ def includes(tree: Path) -> list[Path]:
 
 @pytest.mark.parametrize("platform", PLATFORMS)
 def test_probe_agrees_with_clang(
-    platform: str, interface: Interface, tree_b11312: Path, tmp_path: Path
+    platform: str, interface: Interface, tree_pin: Path, tmp_path: Path
 ) -> None:
     runner = probe_runner(platform)
     # every platform run here runs its probe program (natively, qemu, wine)
     assert (runner.run_prefix is None) == (platform in READ_NOT_RUN), runner.how
-    probe = run_probe(interface, runner, includes(tree_b11312), probe_headers(interface), tmp_path)
+    probe = run_probe(interface, runner, includes(tree_pin), probe_headers(interface), tmp_path)
     clang = ir_values(interface, runner.triple)
     problems = compare({f"probe ({runner.how})": probe, f"clang {runner.triple}": clang})
     assert not problems, "\n".join(p.describe() for p in problems)
@@ -66,11 +64,11 @@ def test_probe_agrees_with_clang(
     assert ("size", "mtmd_helper_init_opt") in probe
 
 
-def test_inserted_field_is_caught(interface: Interface, tree_b11312: Path, tmp_path: Path) -> None:
+def test_inserted_field_is_caught(interface: Interface, tree_pin: Path, tmp_path: Path) -> None:
     """A tree whose llama_context_params gained a field, probed against the unmodified IR."""
     shadow = tmp_path / "include"
     shadow.mkdir()
-    header = (tree_b11312 / "include" / "llama.h").read_text()
+    header = (tree_pin / "include" / "llama.h").read_text()
     anchor = "        uint32_t n_rs_seq;"
     assert header.count(anchor) == 1
     # a field inserted before n_rs_seq: everything after it moves, as in a real upstream bump
@@ -81,7 +79,7 @@ def test_inserted_field_is_caught(interface: Interface, tree_b11312: Path, tmp_p
     probe = run_probe(
         interface,
         runner,
-        [shadow, *includes(tree_b11312)[1:]],
+        [shadow, *includes(tree_pin)[1:]],
         probe_headers(interface),
         tmp_path / "w",
     )
