@@ -684,5 +684,13 @@ BASE_CMAKE_OPTIONS: Mapping[str, str] = _frozen(
         "LLAMA_BUILD_TOOLS": "OFF",
         "LLAMA_BUILD_SERVER": "OFF",
         "LLAMA_MTP": "AUTO",
+        # ggml's RPC backend, libggml-rpc (bound as libs.ggml_rpc when the tree has ggml-rpc.h:
+        # sources/rpc_api.py), for every platform and backend: upstream builds it wherever it
+        # has sockets (ws2_32 on Windows, POSIX sockets elsewhere), which is every platform in
+        # this registry, so no platform turns it off. RDMA is off: upstream turns it on when
+        # the build machine happens to have libibverbs (macOS: librdma), and a build must not
+        # depend on that.
+        "GGML_RPC": "ON",
+        "GGML_RPC_RDMA": "OFF",
     }
 )

@@ -1184,6 +1184,15 @@ FUNCTIONS: dict[str, tuple[str, ...]] = {
         "gguf_write_to_file",
         "gguf_write_to_file_ptr",
     ),
+    "ggml_rpc": (
+        "ggml_backend_is_rpc",
+        "ggml_backend_rpc_add_server",
+        "ggml_backend_rpc_buffer_type",
+        "ggml_backend_rpc_get_device_memory",
+        "ggml_backend_rpc_init",
+        "ggml_backend_rpc_reg",
+        "ggml_backend_rpc_start_server",
+    ),
     "llama": (
         "llama_adapter_get_alora_invocation_tokens",
         "llama_adapter_get_alora_n_invocation_tokens",

@@ -22,6 +22,12 @@ MTP_API: Final = True
 MTMD_API: Final = True
 # why they do not ("" when they do)
 MTMD_ABSENT: Final = ""
+# the bindings carry libggml-rpc, ggml's RPC backend (ggml-rpc.h)
+GGML_RPC_API: Final = True
+# why they do not ("" when they do)
+GGML_RPC_ABSENT: Final = ""
+# the RPC protocol version (major.minor.patch) ggml-rpc.h defines ("" without one)
+RPC_PROTOCOL_VERSION: Final = "8.0.0"
 # llama_model_params.load_mtp exists (before it, llama.cpp always loads the NextN layers)
 LOAD_MTP_PARAM: Final = True
 # llama_model_n_layer_nextn exists (before it: the GGUF key <arch>.nextn_predict_layers)

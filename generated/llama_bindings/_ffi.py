@@ -24,10 +24,10 @@ if TYPE_CHECKING:
     from typing import Any
 
 # sha256 of the declarations; a compiled API-mode module must have been built from the same.
-CDEF_IDENTITY = "2918b921d9137f9aef1697034655a8a5d720a81d725dd15368b9fff7d420349a"
+CDEF_IDENTITY = "f4ee45f97382f4b09ddd961e61f167ce665f0bfec3e84c4b5ac68f71c43cebc1"
 # sha256 of what the load-time guard compares (``_abi_expected.py``): a library set sealed as
 # matching these bindings (``verified_files``) is not compared again by the same bindings.
-GUARD_IDENTITY = "642a35b8ac9b139e0de722a02821bfe91b07833d6ee7f41daaf278f88882850e"
+GUARD_IDENTITY = "3ddbd36decc6669d1222b0dd23baebe4032a9483d54d8875f741194bd53947d8"
 ABI_MODULE = f"{__package__}._ffi_abi"
 ABI_GUARD_CDEF = """\
 const char *llama_bindgen_abi_commit(void);

@@ -5923,3 +5923,30 @@ class MtmdLibrary:
         note: per-part add_special will be ignored
         return 1 if a part has both text and bitmap set (or neither)
         """
+
+class GgmlRpcLibrary:
+    """Functions of the ``ggml_rpc`` library."""
+
+    def ggml_backend_is_rpc(self, backend: CData, /) -> bool:
+        """``bool ggml_backend_is_rpc(ggml_backend_t backend)`` (ggml-rpc.h)"""
+
+    def ggml_backend_rpc_add_server(self, endpoint: bytes | CData, /) -> CData:
+        """``ggml_backend_reg_t ggml_backend_rpc_add_server(const char * endpoint)`` (ggml-rpc.h)"""
+
+    def ggml_backend_rpc_buffer_type(self, endpoint: bytes | CData, device: int, /) -> CData:
+        """``ggml_backend_buffer_type_t ggml_backend_rpc_buffer_type(const char * endpoint, uint32_t device)`` (ggml-rpc.h)"""
+
+    def ggml_backend_rpc_get_device_memory(self, endpoint: bytes | CData, device: int, free: CData, total: CData, /) -> None:
+        """``void ggml_backend_rpc_get_device_memory(const char * endpoint, uint32_t device, size_t * free, size_t * total)`` (ggml-rpc.h)"""
+
+    def ggml_backend_rpc_init(self, endpoint: bytes | CData, device: int, /) -> CData:
+        """``ggml_backend_t ggml_backend_rpc_init(const char * endpoint, uint32_t device)`` (ggml-rpc.h)
+
+        backend API
+        """
+
+    def ggml_backend_rpc_reg(self) -> CData:
+        """``ggml_backend_reg_t ggml_backend_rpc_reg(void)`` (ggml-rpc.h)"""
+
+    def ggml_backend_rpc_start_server(self, endpoint: bytes | CData, cache_dir: bytes | CData, n_threads: int, n_devices: int, devices: CData, /) -> None:
+        """``void ggml_backend_rpc_start_server(const char * endpoint, const char * cache_dir, size_t n_threads, size_t n_devices, ggml_backend_dev_t * devices)`` (ggml-rpc.h)"""

@@ -33,6 +33,7 @@ GGML_ROPE_TYPE_MROPE: Final = 8  # ggml.h
 GGML_ROPE_TYPE_NEOX: Final = 2  # ggml.h
 GGML_ROPE_TYPE_NORMAL: Final = 0  # ggml.h
 GGML_ROPE_TYPE_VISION: Final = 24  # ggml.h
+GGML_RPC_MAX_SERVERS: Final = 16  # ggml-rpc.h
 GGML_TENSOR_SIZE: Final = 336  # ggml.h
 GGUF_DEFAULT_ALIGNMENT: Final = 32  # gguf.h
 GGUF_VERSION: Final = 3  # gguf.h
@@ -55,6 +56,9 @@ LLAMA_STATE_SEQ_FLAGS_SWA_ONLY: Final = 1  # llama.h
 LLAMA_STATE_SEQ_MAGIC: Final = 1734833009  # llama.h
 LLAMA_STATE_SEQ_VERSION: Final = 4  # llama.h
 LLAMA_TOKEN_NULL: Final = -1  # llama.h
+RPC_PROTO_MAJOR_VERSION: Final = 8  # ggml-rpc.h
+RPC_PROTO_MINOR_VERSION: Final = 0  # ggml-rpc.h
+RPC_PROTO_PATCH_VERSION: Final = 0  # ggml-rpc.h
 
 # Enumerators the runtime reads (``enums`` has them as enum members).
 GGML_LOG_LEVEL_NONE: Final = 0  # ggml.h, enum ggml_log_level

@@ -10,6 +10,7 @@ from generator.diff.abi_type import abi_key
 from generator.diff.model import ApiDiff, Change, Detail, Side
 from generator.ir import CType, Enum, Field, Function, Interface, Record, Typedef
 from generator.ir.record import FieldLayout, RecordLayout
+from generator.sources import rpc_api
 from generator.sources.mtmd_api import LIBRARY as MTMD_LIBRARY
 
 T = TypeVar("T")
@@ -355,17 +356,28 @@ def _constants(old: Interface, new: Interface) -> list[Change]:
     return changes
 
 
-def _mtmd_notes(old: Interface, new: Interface) -> list[str]:
-    """A line when one side carries libmtmd and the other does not: its declarations are then
-    all added or all removed below, and the note says why the other side lacks them."""
-    old_has, new_has = old.has_library(MTMD_LIBRARY), new.has_library(MTMD_LIBRARY)
-    if old_has == new_has:
-        return []
-    lacking = old if new_has else new
-    why = dict(lacking.absent_libraries).get(MTMD_LIBRARY, "its parse did not include them")
-    change = "added" if new_has else "removed"
-    return [f"libmtmd (mtmd.h, mtmd-helper.h) is {change}: the {'old' if new_has else 'new'} side "
-            f"lacks it ({why})"]  # fmt: skip
+# The optional libraries (each parsed only when its rule holds for the tree), as notes name them.
+_OPTIONAL_LIBRARIES = (
+    (MTMD_LIBRARY, "libmtmd (mtmd.h, mtmd-helper.h)"),
+    (rpc_api.LIBRARY, f"libggml-rpc ({rpc_api.HEADER})"),
+)
+
+
+def _optional_library_notes(old: Interface, new: Interface) -> list[str]:
+    """A line for each optional library that one side carries and the other does not: its
+    declarations are then all added or all removed below, and the note says why the other side
+    lacks them."""
+    notes = []
+    for library, described in _OPTIONAL_LIBRARIES:
+        old_has, new_has = old.has_library(library), new.has_library(library)
+        if old_has == new_has:
+            continue
+        lacking = old if new_has else new
+        why = dict(lacking.absent_libraries).get(library, "its parse did not include them")
+        change = "added" if new_has else "removed"
+        side = "old" if new_has else "new"
+        notes.append(f"{described} is {change}: the {side} side lacks it ({why})")
+    return notes
 
 
 def side_of(api: Interface, label: str) -> Side:
@@ -392,7 +404,7 @@ def compare(
                 f"new has them: {'yes' if new_has else 'no'})"
             )
         old, new = without_wrapper(old), without_wrapper(new)
-    notes += _mtmd_notes(old, new)
+    notes += _optional_library_notes(old, new)
     targets = tuple(t for t in new.targets if t in old.targets)
     changes = [
         *_functions(old, new),

@@ -29,6 +29,7 @@ from generator.emit.wrapper_contract import contract_context
 from generator.ir import Interface
 from generator.paths import shipped_dir
 from generator.platforms import PLATFORMS
+from generator.sources import rpc_api
 from generator.sources.licenses import LLAMA_LICENSE
 from generator.sources.mtmd_api import LIBRARY as MTMD_LIBRARY
 from generator.sources.tree import WRAPPER_HEADER
@@ -47,6 +48,7 @@ LIBRARY_CLASSES = (
     ("ggml", "GgmlLibrary"),
     ("llama_mtp", "LlamaMtpLibrary"),
     ("mtmd", "MtmdLibrary"),
+    (rpc_api.LIBRARY, "GgmlRpcLibrary"),
 )
 
 # output file -> template
@@ -103,18 +105,39 @@ def mtp_api_facts(api: Interface) -> dict[str, bool]:
     }
 
 
+def _optional_library(api: Interface, library: str, without: str) -> tuple[bool, str]:
+    """Whether the bindings carry an optional library (its rule decided that the parse includes
+    its headers) and, when they do not, why (``without`` when the IR records no reason)."""
+    has = api.has_library(library)
+    absent = "" if has else dict(api.absent_libraries).get(library, "") or without
+    return has, absent
+
+
 def mtmd_facts(api: Interface) -> dict[str, Any]:
-    """Whether the bindings carry libmtmd (``sources.mtmd_api``'s rule decided that the parse
-    includes its headers) and, when they do not, why: the loader's error names it."""
-    absent = dict(api.absent_libraries).get(MTMD_LIBRARY, "")
-    has_mtmd = api.has_library(MTMD_LIBRARY)
-    if not has_mtmd and not absent:
-        absent = "these bindings were generated without libmtmd's headers"
+    """Whether the bindings carry libmtmd (``sources.mtmd_api``'s rule) and, when they do not,
+    why: the loader's error names it."""
+    has_mtmd, absent = _optional_library(
+        api, MTMD_LIBRARY, "these bindings were generated without libmtmd's headers"
+    )
     return {
         "has_mtmd": has_mtmd,
         "mtmd_absent": _string_literal(absent),
         "mtmd_absent_text": absent,
         "absent_libraries": api.absent_libraries,
+    }
+
+
+def rpc_facts(api: Interface) -> dict[str, Any]:
+    """Whether the bindings carry libggml-rpc (``sources.rpc_api``'s rule), why not, and the RPC
+    protocol version its header defines ("" without one)."""
+    has_rpc, absent = _optional_library(
+        api, rpc_api.LIBRARY, f"these bindings were generated without {rpc_api.HEADER}"
+    )
+    return {
+        "has_rpc": has_rpc,
+        "rpc_absent": _string_literal(absent),
+        "rpc_absent_text": absent,
+        "rpc_protocol": rpc_api.protocol_version(api),
     }
 
 
@@ -196,6 +219,7 @@ def _counts(api: Interface, cdef: Cdef) -> dict[str, int]:
     return {
         "functions": len(cdef.bound_functions),
         "mtmd_functions": sum(1 for f in cdef.bound_functions if f.library == MTMD_LIBRARY),
+        "rpc_functions": sum(1 for f in cdef.bound_functions if f.library == rpc_api.LIBRARY),
         "records": sum(1 for r in cdef.bound_records if not r.opaque),
         "opaque": sum(1 for r in cdef.bound_records if r.opaque),
         "enums": len(api.enums),
@@ -256,6 +280,7 @@ def build_context(api: Interface) -> tuple[dict[str, Any], Cdef]:
         "digest": api.source.digest,
         "has_wrapper": api.has_library("llama_mtp"),
         **mtmd_facts(api),
+        **rpc_facts(api),
         **mtp_api_facts(api),
         "lib_dir_env": LIB_DIR_ENV,
         "skip_env": SKIP_ABI_CHECK_ENV,

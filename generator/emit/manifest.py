@@ -6,10 +6,12 @@ from typing import Any
 
 from generator import __version__
 from generator.ir import Interface
+from generator.sources import rpc_api
 
 
 def build_manifest(api: Interface, bound: set[str]) -> dict[str, Any]:
-    """``bound`` names the functions the cdef declares (others are listed with ``bound: false``)."""
+    """``bound`` names the functions the cdef declares (others are listed with ``bound: false``).
+    ``rpc_protocol``: the RPC protocol version of the bound ``ggml-rpc.h`` ("" without RPC)."""
     targets: dict[str, Any] = {}
     for target in api.targets:
         structs: dict[str, Any] = {}
@@ -38,6 +40,7 @@ def build_manifest(api: Interface, bound: set[str]) -> dict[str, Any]:
         "commit": api.source.commit,
         "digest": api.source.digest,
         "host_target": api.host_target,
+        "rpc_protocol": rpc_api.protocol_version(api),
         "targets": targets,
         "functions": functions,
     }

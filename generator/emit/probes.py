@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from generator import __version__
 from generator.ir.interface import Interface
-from generator.sources import mtmd_api
+from generator.sources import mtmd_api, rpc_api
 from generator.sources.tree import WRAPPER_HEADER
 from generator.templating import environment
 
@@ -56,13 +56,16 @@ def probe_values(interface: Interface, triple: str) -> list[ProbeValue]:
 
 def probe_headers(interface: Interface) -> list[str]:
     """The headers a C probe of ``interface`` (the layout probe, the ABI identity library)
-    includes: llama.h, the wrapper's header and libmtmd's headers when the parse had them. Their
-    folders: the build's include/, and :func:`mtmd_api.include_dir` of the tree for mtmd's."""
+    includes: llama.h, the wrapper's header, libmtmd's headers and ``ggml-rpc.h`` when the parse
+    had them. Their folders: the build's include/ (ggml installs ``ggml-rpc.h`` there), and
+    :func:`mtmd_api.include_dir` of the tree for mtmd's."""
     headers = ["llama.h"]
     if interface.has_library("llama_mtp"):
         headers.append(WRAPPER_HEADER)
     if interface.has_library(mtmd_api.LIBRARY):
         headers.extend(h for h in mtmd_api.rule().headers if h in interface.headers)
+    if interface.has_library(rpc_api.LIBRARY):
+        headers.append(rpc_api.HEADER)
     return headers
 
 

@@ -34,10 +34,11 @@ KEEP: tuple[str, ...] = (
     "vendor",
     "tools/mtmd",
 )
-# ggml's backends other than the CPU's and CUDA's (and BLAS, small), by folder under ggml/src.
+# ggml's backends other than the CPU's, CUDA's and RPC's (every build has RPC: GGML_RPC in
+# platforms.BASE_CMAKE_OPTIONS) and BLAS (small), by folder under ggml/src.
 DROPPED_BACKENDS: tuple[str, ...] = (
     "ggml-cann", "ggml-et", "ggml-hexagon", "ggml-hip", "ggml-metal", "ggml-musa",
-    "ggml-opencl", "ggml-openvino", "ggml-rpc", "ggml-sycl", "ggml-virtgpu", "ggml-vulkan",
+    "ggml-opencl", "ggml-openvino", "ggml-sycl", "ggml-virtgpu", "ggml-vulkan",
     "ggml-webgpu", "ggml-zdnn", "ggml-zendnn",
 )  # fmt: skip
 TRIMMED_PROVIDER = "a trimmed copy (llama-bindgen gpu-check kit) of {provider}"

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from generator.ir.ctype import CType
 
-Library = Literal["llama", "ggml", "llama_mtp", "mtmd"]
+Library = Literal["llama", "ggml", "llama_mtp", "mtmd", "ggml_rpc"]
 
 
 @dataclass(frozen=True)

@@ -73,7 +73,7 @@ class Interface:
     # enums declared (``enum name;``) but never defined: not bound
     incomplete_enums: tuple[SkippedMacro, ...] = ()
     # (library, why its headers were not parsed) of each optional library the tree lacks
-    # (``mtmd``: ``sources.mtmd_api``'s rule)
+    # (``mtmd``: ``sources.mtmd_api``'s rule; ``ggml_rpc``: ``sources.rpc_api``'s)
     absent_libraries: tuple[tuple[str, str], ...] = ()
     _index: dict[str, Any] = field(init=False, compare=False, repr=False)
 

@@ -71,7 +71,7 @@ from generator.platforms import (
     get_platform,
     runtime_library_path,
 )
-from generator.sources import mtmd_api
+from generator.sources import mtmd_api, rpc_api
 from generator.sources.licenses import licence_status, write_licenses
 from generator.sources.tree import Tree
 from generator.templating import environment
@@ -337,7 +337,7 @@ def _api_module_record(plan: _Plan, mtp: MtpSupport, libraries: dict[str, str]) 
     record: dict[str, Any]
     plat, platform_dir = plan.plat, plan.platform_dir
     if plan.api_reason is None:
-        stems = ["llama", "ggml", "ggml-base", "ggml-cpu", mtmd_api.LIBRARY] + (
+        stems = ["llama", "ggml", "ggml-base", "ggml-cpu", mtmd_api.LIBRARY, rpc_api.STEM] + (
             ["llama_mtp"] if mtp.supported else []
         )
         linked = [s for s in stems if (platform_dir / "lib" / plat.library_file(s)).exists()]
@@ -677,6 +677,8 @@ def _install(plan: _Plan, mtp: MtpSupport, env: dict[str, str]) -> dict[str, str
     libraries = _assemble(plan.plat, plan.toolchain, stage, plan.platform_dir)
     write_licenses(plan.tree.root, plan.platform_dir)
     expected = ["llama", "ggml", ABI_LIBRARY] + (["llama_mtp"] if mtp.supported else [])
+    if plan.api.has_library(rpc_api.LIBRARY):  # GGML_RPC=ON (BASE_CMAKE_OPTIONS) built it
+        expected.append(rpc_api.STEM)
     for stem in expected:
         name = plan.plat.library_file(stem)
         if f"lib/{name}" not in libraries and not (plan.platform_dir / "lib" / name).exists():
@@ -707,6 +709,7 @@ def _record(
         },
         "cmake_options": configure.options,
         "mtp": mtp.to_json(),
+        "rpc_protocol": rpc_api.protocol_version(plan.api),
         "wrapper_sources_sha256": plan.sources_sha,
         "abi_source_sha256": plan.abi_sha,
         "api_module": api_record,

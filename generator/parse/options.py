@@ -9,7 +9,7 @@ from pathlib import Path
 
 from generator.ir.function import Library
 from generator.platforms import DEFAULT_TARGETS, HOST_TARGET
-from generator.sources import mtmd_api
+from generator.sources import mtmd_api, rpc_api
 
 ENTRY_NAME = "llama_bindgen_entry.c"
 
@@ -24,12 +24,14 @@ def freestanding_dir() -> Path:
 class ParseOptions:
     """One tree, optionally the MTP wrapper header, and the triples to compute layouts for.
     ``with_mtmd``: parse libmtmd's headers too when the tree has them (``sources.mtmd_api``'s
-    rule; when it does not hold, :meth:`absent_libraries` says why)."""
+    rule); ``with_rpc``: likewise ``ggml-rpc.h`` (``sources.rpc_api``'s rule). When a rule does
+    not hold, :meth:`absent_libraries` says why."""
 
     tree: Path
     wrapper_header: Path | None = None
     targets: tuple[str, ...] = DEFAULT_TARGETS
     with_mtmd: bool = True
+    with_rpc: bool = True
 
     @property
     def llama_include(self) -> Path:
@@ -67,6 +69,8 @@ class ParseOptions:
         if self.wrapper_header is not None:
             lines.append(f'#include "{self.wrapper_header.name}"')
         lines.extend(f'#include "{header.name}"' for header in self.mtmd_headers)
+        if self.rpc_header is not None:  # in ggml's include folder, already searched
+            lines.append(f'#include "{self.rpc_header.name}"')
         return "\n".join(lines) + "\n"
 
     @functools.cached_property
@@ -78,10 +82,20 @@ class ParseOptions:
         """libmtmd's headers the parse includes (none when the rule does not hold)."""
         return self._mtmd[0]
 
+    @functools.cached_property
+    def _rpc(self) -> tuple[Path | None, str | None]:
+        return rpc_api.header(self.tree) if self.with_rpc else (None, None)
+
+    @property
+    def rpc_header(self) -> Path | None:
+        """``ggml-rpc.h`` when the parse includes it (``sources.rpc_api``'s rule holds)."""
+        return self._rpc[0]
+
     def absent_libraries(self) -> tuple[tuple[str, str], ...]:
-        """(library, why its headers are not parsed) for mtmd when the tree fails the rule."""
-        reason = self._mtmd[1]
-        return () if reason is None else ((mtmd_api.LIBRARY, reason),)
+        """(library, why its headers are not parsed) for each optional library (mtmd, ggml_rpc)
+        whose rule the tree fails."""
+        reasons = ((mtmd_api.LIBRARY, self._mtmd[1]), (rpc_api.LIBRARY, self._rpc[1]))
+        return tuple(sorted((library, why) for library, why in reasons if why is not None))
 
     def library_of(self, header: str) -> Library | None:
         """Which library a declaration in file ``header`` (as clang names it) belongs to;
@@ -89,26 +103,35 @@ class ParseOptions:
         return _library_of(header, *self._library_folders)
 
     @functools.cached_property
-    def _library_folders(self) -> tuple[str | None, str, str, tuple[str, ...]]:
-        """The wrapper header, llama's and ggml's include folders, the mtmd headers, resolved."""
-        wrapper = self.wrapper_header
+    def _library_folders(self) -> tuple[str | None, str, str, tuple[str, ...], str | None]:
+        """The wrapper header, llama's and ggml's include folders, the mtmd headers and the RPC
+        header, resolved."""
+        wrapper, rpc = self.wrapper_header, self.rpc_header
         return (
             _resolved(str(wrapper)) if wrapper is not None else None,
             _resolved(str(self.llama_include)),
             _resolved(str(self.ggml_include)),
             tuple(_resolved(str(h)) for h in self.mtmd_headers),
+            _resolved(str(rpc)) if rpc is not None else None,
         )
 
 
 @functools.lru_cache(maxsize=4096)
 def _library_of(
-    header: str, wrapper: str | None, llama_include: str, ggml_include: str, mtmd: tuple[str, ...]
+    header: str,
+    wrapper: str | None,
+    llama_include: str,
+    ggml_include: str,
+    mtmd: tuple[str, ...],
+    rpc: str | None,
 ) -> Library | None:
     resolved = _resolved(header)
     if wrapper is not None and resolved == wrapper:
         return "llama_mtp"
     if resolved in mtmd:
         return "mtmd"
+    if rpc is not None and resolved == rpc:
+        return "ggml_rpc"
     folder = os.path.dirname(resolved)
     if folder == llama_include:
         return "llama"

@@ -1,25 +1,25 @@
 """The load-time ABI guard: refuse libraries these bindings were not generated for.
 
-Before any struct crosses the boundary, :func:`check_libraries` reads the ABI identity library
-that ``llama-bindgen build`` compiles beside libllama from the same headers with the same compiler
+Before any struct crosses the boundary, :func:`check_libraries` reads the ABI identity library that
+``llama-bindgen build`` compiles beside libllama from the same headers with the same compiler
 (``llama_bindgen_abi``): the llama.cpp commit and the size, alignment and field offsets of every
 struct, union and enum as that compiler laid them out. They must equal what ``abi_manifest.json``
 records for this platform (read from ``_abi_expected.py``, the same values worked out when the
 bindings were generated, so that no JSON is parsed at load), and every function that ``llama.h``,
-the MTP wrapper and (when the folder has libmtmd) mtmd's headers declare must be exported (ggml's
-headers declare functions that no build defines, e.g. in b11312 ``ggml_threadpool_get_n_threads``;
-the release gates report those per platform). Otherwise a typed error names what was expected
-and what was found. Before any of them is opened, :func:`check_build_files` ties every library
-file to that build: each must be one that the build's ``build-info.json`` (in the library folder
-or its parent, as ``llama-bindgen build`` and the release archives lay it out) records, with the
-recorded sha256, so a libllama swapped in from another build is refused before it runs. Both checks
-are done once per version of the files: :mod:`verified_files` seals a set that passed by the files'
-identities (device, inode, size, modification and change times) and these bindings'
-``GUARD_IDENTITY``, and a file that changes is hashed and compared again. Experts can skip the
-checks with ``load(..., check_abi=False)`` or by setting the environment variable
-``SKIP_ABI_CHECK_ENV`` (``_about.py``) to ``1``: a mismatched layout then corrupts memory. Which
-layouts describe the running platform (:func:`runtime_targets`) comes from llama-bindgen's platform
-registry, through ``_about.RUNTIME_TARGETS``.
+the MTP wrapper and (when the folder has them) mtmd's headers and ``ggml-rpc.h`` declare must be
+exported (ggml's headers declare functions that no build defines, e.g. in b11312
+``ggml_threadpool_get_n_threads``; the release gates report those per platform). Otherwise a typed
+error names what was expected and what was found. Before any of them is opened,
+:func:`check_build_files` ties every library file to that build: each must be one that the build's
+``build-info.json`` (in the library folder or its parent, as ``llama-bindgen build`` and the release
+archives lay it out) records, with the recorded sha256, so a libllama swapped in from another build
+is refused before it runs. Both checks are done once per version of the files: :mod:`verified_files`
+seals a set that passed by the files' identities (device, inode, size, modification and change
+times) and these bindings' ``GUARD_IDENTITY``, and a file that changes is hashed and compared again.
+Experts can skip the checks with ``load(..., check_abi=False)`` or by setting the environment
+variable ``SKIP_ABI_CHECK_ENV`` (``_about.py``) to ``1``: a mismatched layout then corrupts memory.
+Which layouts describe the running platform (:func:`runtime_targets`) comes from llama-bindgen's
+platform registry, through ``_about.RUNTIME_TARGETS``.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ BUILD_INFO = "build-info.json"
 ABI_STEM = "llama_bindgen_abi"
 _SHOWN = 12
 # Libraries whose every declared function must be exported (see the module docstring).
-STRICT_LIBRARIES = ("llama", "llama_mtp", "mtmd")
+STRICT_LIBRARIES = ("llama", "llama_mtp", "mtmd", "ggml_rpc")
 
 
 class BindingsAbiError(ImportError):
@@ -197,8 +197,8 @@ def check_libraries(
 ) -> None:
     """Raise :class:`AbiMismatchError` or :class:`MissingSymbolError` unless the libraries in
     ``folder`` are the ones these bindings describe. ``exporters`` maps a manifest library name
-    (``llama``, ``ggml``, ``llama_mtp``, ``mtmd``) to the opened library (``llama_mtp`` and
-    ``mtmd`` may be missing).
+    (``llama``, ``ggml``, ``llama_mtp``, ``mtmd``, ``ggml_rpc``) to the opened library
+    (``llama_mtp``, ``mtmd`` and ``ggml_rpc`` may be missing).
     The identity library is read through the bindings' ``ffi``, which declares its functions
     (``_ffi.ABI_GUARD_CDEF``), so the guard parses no C. ``sealed``: the seal
     :func:`check_build_files` returned for these files; the comparison is a function of their

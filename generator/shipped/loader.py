@@ -1,4 +1,4 @@
-"""Open libllama, ggml, the optional llama_mtp wrapper and the optional libmtmd.
+"""Open libllama, ggml, the optional llama_mtp wrapper, and the optional libmtmd and libggml-rpc.
 
 Where the libraries are looked for, first match wins: the ``lib_dir`` argument, then the
 folder the environment variable ``LIB_DIR_ENV`` names, then a ``lib/`` folder inside this
@@ -17,6 +17,8 @@ libmtmd (llama.cpp's multimodal library) is optional: when these bindings carry 
 (``_about.MTMD_API``) and the library folder has it, ``Libraries.mtmd`` is the opened library;
 otherwise it is an :class:`UnavailableLibrary`, false in a boolean test, whose functions raise
 :class:`LibraryUnavailableError` saying why. Its absence never stops the other libraries loading.
+libggml-rpc (ggml's RPC backend, ``ggml-rpc.h``) is optional the same way: ``Libraries.ggml_rpc``
+(``_about.GGML_RPC_API``).
 """
 
 from __future__ import annotations
@@ -27,7 +29,15 @@ import sys
 import warnings
 from pathlib import Path
 
-from ._about import API_MODULE, CFFI_MODE_ENV, LIBRARY_FILE_NAMES, MTMD_ABSENT, MTMD_API
+from ._about import (
+    API_MODULE,
+    CFFI_MODE_ENV,
+    GGML_RPC_ABSENT,
+    GGML_RPC_API,
+    LIBRARY_FILE_NAMES,
+    MTMD_ABSENT,
+    MTMD_API,
+)
 from ._about import LIB_DIR_ENV as LIB_DIR_ENV
 from ._ffi import CDEF_IDENTITY, SYMBOL_ERRORS, ffi
 from .abi_guard import ABI_STEM, check_build_files, check_libraries
@@ -38,7 +48,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, NoReturn
 
-    from .api import GgmlLibrary, LlamaLibrary, LlamaMtpLibrary, MtmdLibrary
+    from .api import GgmlLibrary, GgmlRpcLibrary, LlamaLibrary, LlamaMtpLibrary, MtmdLibrary
 
 CFFI_MODES = ("auto", "api", "abi")
 API_IDENTITY_FUNCTION = "llama_bindgen_api_identity"
@@ -47,6 +57,8 @@ GGML_STEMS = ("ggml-base", "ggml-cpu", "ggml")
 LLAMA_STEM = "llama"
 MTP_STEM = "llama_mtp"
 MTMD_STEM = "mtmd"
+RPC_STEM = "ggml-rpc"  # the file's stem; the library's name (as the manifest has it) is ggml_rpc
+RPC_LIBRARY = "ggml_rpc"
 
 
 class LibraryNotFoundError(OSError):
@@ -54,7 +66,8 @@ class LibraryNotFoundError(OSError):
 
 
 class LibraryUnavailableError(LibraryNotFoundError):
-    """A function of an optional library (libmtmd) was used, but the library is not available:
+    """A function of an optional library (libmtmd, libggml-rpc) was used, but the library is not
+    available:
     these bindings were generated without it, or the library folder does not have it.
     ``library`` names it and ``reason`` says why."""
 
@@ -149,17 +162,19 @@ class _FirstOf:
 
 class Libraries:
     """The opened libraries. ``llama_mtp`` is ``None`` when the wrapper is not present; ``mtmd``
-    is an :class:`UnavailableLibrary` (false) when libmtmd is not.
+    and ``ggml_rpc`` are an :class:`UnavailableLibrary` (false) when libmtmd or libggml-rpc is
+    not.
 
     Read-only, compared and hashed by its fields (as a frozen dataclass, without importing
     ``dataclasses``, which would cost more than the rest of the package's import)."""
 
-    __slots__ = ("ffi", "ggml", "lib_dir", "llama", "llama_mtp", "mode", "mtmd")
+    __slots__ = ("ffi", "ggml", "ggml_rpc", "lib_dir", "llama", "llama_mtp", "mode", "mtmd")
     ffi: Any
     llama: LlamaLibrary
     ggml: GgmlLibrary
     llama_mtp: LlamaMtpLibrary | None
     mtmd: MtmdLibrary | UnavailableLibrary
+    ggml_rpc: GgmlRpcLibrary | UnavailableLibrary
     lib_dir: Path
     mode: str  # "abi", or "api": calls go through the compiled module; its ``ffi`` is ``ffi``
 
@@ -172,11 +187,14 @@ class Libraries:
         lib_dir: Path,
         mode: str = "abi",
         mtmd: MtmdLibrary | UnavailableLibrary | None = None,
+        ggml_rpc: GgmlRpcLibrary | UnavailableLibrary | None = None,
     ) -> None:
         values = {"ffi": ffi, "llama": llama, "ggml": ggml, "llama_mtp": llama_mtp}
         values.update(lib_dir=lib_dir, mode=mode)
         absent = UnavailableLibrary(MTMD_STEM, MTMD_ABSENT or "not opened")
         values["mtmd"] = mtmd if mtmd is not None else absent
+        no_rpc = UnavailableLibrary(RPC_LIBRARY, GGML_RPC_ABSENT or "not opened")
+        values["ggml_rpc"] = ggml_rpc if ggml_rpc is not None else no_rpc
         for name, value in values.items():
             object.__setattr__(self, name, value)
 
@@ -206,15 +224,27 @@ def _open(path: Path) -> Any:
     return ffi.dlopen(str(path))
 
 
-def _mtmd_path(folder: Path) -> tuple[Path | None, str]:
-    """libmtmd's file in ``folder`` when these bindings carry it and it is there; else why not."""
-    if not MTMD_API:
-        return None, MTMD_ABSENT
-    path = find_library(folder, MTMD_STEM)
+def _optional_path(
+    folder: Path, stem: str, carried: bool, absent: str, what: str
+) -> tuple[Path | None, str]:
+    """An optional library's file (``stem``) in ``folder`` when these bindings carry it
+    (``carried``; else ``absent`` says why) and it is there; else why not."""
+    if not carried:
+        return None, absent
+    path = find_library(folder, stem)
     if path is None:
-        names = " or ".join(file_names(MTMD_STEM))
-        return None, f"{names} not found in {folder} (libmtmd is not built or not installed there)"
+        names = " or ".join(file_names(stem))
+        return None, f"{names} not found in {folder} ({what} is not built or not installed there)"
     return path, ""
+
+
+def _optional_paths(folder: Path) -> dict[str, tuple[Path | None, str]]:
+    """libmtmd's and libggml-rpc's files in ``folder``, or why not, by their names in
+    :class:`Libraries` and the manifest (``mtmd``, ``ggml_rpc``)."""
+    return {
+        MTMD_STEM: _optional_path(folder, MTMD_STEM, MTMD_API, MTMD_ABSENT, "libmtmd"),
+        RPC_LIBRARY: _optional_path(folder, RPC_STEM, GGML_RPC_API, GGML_RPC_ABSENT, "libggml-rpc"),
+    }
 
 
 def find_api_module(lib_dir: Path) -> Path | None:
@@ -298,10 +328,11 @@ def load(
         ggml_paths.append(path)
     llama_path = ggml_paths.pop()
     mtp_path = find_library(folder, MTP_STEM)
-    mtmd_path, mtmd_reason = _mtmd_path(folder)
+    optional_paths = _optional_paths(folder)
     if check_abi:
         # every file tied to the build record before any of them is loaded (and runs code)
-        optional = [find_library(folder, ABI_STEM), mtp_path, mtmd_path]
+        optional = [find_library(folder, ABI_STEM), mtp_path]
+        optional += [path for path, _ in optional_paths.values()]
         if chosen != "abi":
             optional.append(find_api_module(folder))
         sealed = check_build_files(
@@ -310,16 +341,14 @@ def load(
     ggml_libraries = [_open(path) for path in ggml_paths]
     llama = _open(llama_path)
     mtp = _open(mtp_path) if mtp_path is not None else None
-    mtmd = _open(mtmd_path) if mtmd_path is not None else None
+    opened = {name: _open(path) for name, (path, _) in optional_paths.items() if path is not None}
     ggml: Any = _FirstOf(ggml_libraries[::-1])
     if check_abi:
-        exporters: dict[str, Any] = {"llama": llama, "ggml": ggml}
+        exporters: dict[str, Any] = {"llama": llama, "ggml": ggml, **opened}
         if mtp is not None:
             exporters["llama_mtp"] = mtp
-        if mtmd is not None:
-            exporters[MTMD_STEM] = mtmd
         check_libraries(folder, find_library, exporters, sealed)
-    absent = UnavailableLibrary(MTMD_STEM, mtmd_reason)
+    absent = {name: UnavailableLibrary(name, why) for name, (_, why) in optional_paths.items()}
     api = _api_module(folder, chosen)
     if api is not None:
         return Libraries(
@@ -329,7 +358,7 @@ def load(
             llama_mtp=api.lib if mtp is not None else None,
             lib_dir=folder,
             mode="api",
-            mtmd=api.lib if mtmd is not None else absent,
+            **{name: api.lib if name in opened else absent[name] for name in absent},
         )
     return Libraries(
         ffi=ffi,
@@ -337,5 +366,5 @@ def load(
         ggml=ggml,
         llama_mtp=mtp,
         lib_dir=folder,
-        mtmd=mtmd if mtmd is not None else absent,
+        **{name: opened.get(name, absent[name]) for name in absent},
     )

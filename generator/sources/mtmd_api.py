@@ -10,11 +10,11 @@ whether it did, and the loader follows; when it does not hold, the reason is rec
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from generator.paths import wrapper_dir
+from generator.sources.cmake_list import listed_files
 
 RULE_FILE = "mtmd_rule.txt"
 LIBRARY = "mtmd"
@@ -39,17 +39,6 @@ def rule(path: Path | None = None) -> MtmdRule:
     return MtmdRule(values["folder"][0], values["cmake_list"][0], tuple(values["header"]))
 
 
-def _public_headers(cmake_file: Path, variable: str) -> tuple[str, ...] | None:
-    """The file names ``set(<variable> ...)`` in ``cmake_file`` lists, or None without one."""
-    if not cmake_file.is_file():
-        return None
-    text = cmake_file.read_text(encoding="utf-8", errors="replace")
-    found = re.search(rf"set\(\s*{re.escape(variable)}\s+([^)]*)\)", text)
-    if found is None:
-        return None
-    return tuple(re.split(r"[/\\]", item)[-1] for item in found.group(1).split())
-
-
 def headers(root: Path) -> tuple[tuple[Path, ...], str | None]:
     """The mtmd headers of the tree at ``root`` the bindings parse, and None; or no headers and
     the reason mtmd is not bound."""
@@ -60,7 +49,7 @@ def headers(root: Path) -> tuple[tuple[Path, ...], str | None]:
     missing = [name for name in need.headers if not (folder / name).is_file()]
     if missing:
         return (), f"{need.folder} has no {', '.join(missing)}"
-    listed = _public_headers(folder / "CMakeLists.txt", need.cmake_list)
+    listed = listed_files(folder / "CMakeLists.txt", need.cmake_list)
     if listed is None:
         return (), (
             f"{need.folder}/CMakeLists.txt sets no {need.cmake_list}: the tree's public mtmd "

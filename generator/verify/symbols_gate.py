@@ -1,5 +1,5 @@
-"""The symbols gate: every function llama.h, the MTP wrapper and libmtmd's headers declare is
-exported by a build."""
+"""The symbols gate: every function llama.h, the MTP wrapper, libmtmd's headers and ggml-rpc.h
+declare is exported by a build."""
 
 from __future__ import annotations
 
@@ -8,13 +8,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from generator.native.build import BuildResult
+from generator.sources import rpc_api
 from generator.symbols import exported_functions_of
 
 # Held to every declared function: the libraries the bindings' load-time guard holds to them
-# (libmtmd is built wherever the bindings carry it); ggml's headers declare functions that no
-# build defines (ggml_threadpool_get_n_threads in b11312), so ggml's absences are reported.
-# (the shipped abi_guard's STRICT_LIBRARIES; that module needs generated values to import).
-STRICT_LIBRARIES = ("llama", "llama_mtp", "mtmd")
+# (libmtmd and libggml-rpc are built wherever the bindings carry them); ggml's headers declare
+# functions that no build defines (ggml_threadpool_get_n_threads in b11312), so ggml's absences
+# are reported. (the shipped abi_guard's STRICT_LIBRARIES; that module needs generated values to
+# import).
+STRICT_LIBRARIES = ("llama", "llama_mtp", "mtmd", rpc_api.LIBRARY)
+# a library whose file's stem is not its name
+FILE_STEMS = {rpc_api.LIBRARY: rpc_api.STEM}
 
 
 @dataclass(frozen=True)
@@ -34,7 +38,7 @@ def library_files(build: BuildResult, library: str) -> list[Path]:
     if library == "ggml":
         names = ("ggml", "libggml")
         return sorted(p for p in lib.iterdir() if p.name.startswith(names) and not p.is_symlink())
-    return [lib / build.platform.library_file(library)]
+    return [lib / build.platform.library_file(FILE_STEMS.get(library, library))]
 
 
 def missing_functions(build: BuildResult, expected: dict[str, set[str]]) -> list[str]:

@@ -129,3 +129,19 @@ def test_spelling_only_type_changes_are_compatible(api_b11312: Interface) -> Non
         other = replace(api_b11312, functions=functions)
         change = _change(compare(api_b11312, other), "function", "llama_n_rs_seq")
         assert change.breaking is breaking
+
+
+def test_an_optional_library_on_one_side_only_is_noted(api_b11312: Interface) -> None:
+    """A side without ggml-rpc.h (its reason recorded) against one with it: the RPC functions are
+    all removed, and a note says which side lacks libggml-rpc and why."""
+    why = "the tree has no ggml/include/ggml-rpc.h (it predates ggml's RPC backend)"
+    without = replace(
+        api_b11312,
+        functions=tuple(f for f in api_b11312.functions if f.library != "ggml_rpc"),
+        absent_libraries=(("ggml_rpc", why),),
+    )
+    diff = compare(api_b11312, without)
+    assert f"libggml-rpc (ggml-rpc.h) is removed: the new side lacks it ({why})" in diff.notes
+    removed = {c.name for c in diff.changes if c.kind == "function"}
+    assert "ggml_backend_rpc_init" in removed
+    assert compare(without, api_b11312).notes[-1].startswith("libggml-rpc (ggml-rpc.h) is added")

@@ -19,26 +19,13 @@ from generator.parse.frontend import (
     parse_interface,
     tree_source,
 )
-from generator.sources import mtmd_api
 from generator.sources.licenses import llama_license
-from tests.gen.conftest import FAKE_WRAPPER
+from tests.gen.conftest import FAKE_WRAPPER, copy_parsed_parts
 from tests.repo import REPO_ROOT, folder_files
 
 
-def _copy_headers(tree: Path, dest: Path) -> Path:
-    """The parts of a tree the parser reads, at another path."""
-    shutil.copytree(tree / "include", dest / "include")
-    shutil.copytree(tree / "ggml" / "include", dest / "ggml" / "include")
-    shutil.copy2(tree / ".llama-bindgen-tree.json", dest / ".llama-bindgen-tree.json")
-    mtmd = mtmd_api.rule()  # libmtmd's headers and the CMake list that names them
-    (dest / mtmd.folder).mkdir(parents=True)
-    for name in (*mtmd.headers, "CMakeLists.txt"):
-        shutil.copy2(tree / mtmd.folder / name, dest / mtmd.folder / name)
-    return dest
-
-
 def test_generation_is_deterministic_across_runs_and_paths(tree_pin: Path, tmp_path: Path) -> None:
-    moved = _copy_headers(tree_pin, tmp_path / "elsewhere" / "llama.cpp")
+    moved = copy_parsed_parts(tree_pin, tmp_path / "elsewhere" / "llama.cpp")
     outputs = []
     for index, tree in enumerate((tree_pin, tree_pin, moved)):
         wrapper = tmp_path / f"wrapper{index}" / FAKE_WRAPPER.name

@@ -85,19 +85,58 @@ def test_environment_variable_and_wrapper(package: Path, lib_dir: Path, tmp_path
     assert result.stdout.strip() == str(with_mtp)
 
 
-def test_mtmd_is_optional_and_says_why_when_absent(
-    package: Path, lib_dir: Path, tmp_path: Path
+# (Libraries' attribute, its manifest name, its file, a function: its C definition and a call
+# that prints what it returns)
+OPTIONAL_LIBRARIES = [
+    pytest.param(
+        "mtmd",
+        "mtmd",
+        "libmtmd.so",
+        "mtmd_default_marker",
+        'const char *mtmd_default_marker(void) { return "<m>"; }',
+        "libs.ffi.string(libs.mtmd.mtmd_default_marker()).decode()",
+        "<m>",
+        id="mtmd",
+    ),
+    pytest.param(
+        "ggml_rpc",
+        "ggml_rpc",
+        "libggml-rpc.so",
+        "ggml_backend_is_rpc",
+        "_Bool ggml_backend_is_rpc(void *backend) { return backend == 0; }",
+        "libs.ggml_rpc.ggml_backend_is_rpc(libs.ffi.NULL)",
+        "True",
+        id="ggml_rpc",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("attribute", "library", "file", "function", "source", "call", "printed"), OPTIONAL_LIBRARIES
+)
+def test_an_optional_library_is_optional_and_says_why_when_absent(
+    package: Path,
+    lib_dir: Path,
+    tmp_path: Path,
+    attribute: str,
+    library: str,
+    file: str,
+    function: str,
+    source: str,
+    call: str,
+    printed: str,
 ) -> None:
-    """Without libmtmd the other libraries load; ``libs.mtmd`` is false and a function looked up
-    on it raises the typed error naming the file it looked for. With it, mtmd's calls work."""
+    """Without libmtmd (libggml-rpc) the other libraries load; ``libs.mtmd`` (``ggml_rpc``) is
+    false and a function looked up on it raises the typed error naming the file it looked for.
+    With it, its calls work."""
     absent = _run(
         package,
         f"""
         import llama_bindings
         libs = llama_bindings.load({str(lib_dir)!r}, check_abi=False)
-        print(bool(libs.mtmd), libs.llama.llama_n_rs_seq(libs.ffi.NULL))
+        print(bool(libs.{attribute}), libs.llama.llama_n_rs_seq(libs.ffi.NULL))
         try:
-            libs.mtmd.mtmd_default_marker()
+            libs.{attribute}.{function}()
         except llama_bindings.LibraryUnavailableError as exc:
             print(exc.library, isinstance(exc, llama_bindings.LibraryNotFoundError))
             print(exc)
@@ -105,23 +144,21 @@ def test_mtmd_is_optional_and_says_why_when_absent(
     )
     assert absent.returncode == 0, absent.stderr
     lines = absent.stdout.splitlines()
-    assert lines[:2] == ["False 7", "mtmd True"]
-    assert "mtmd_default_marker: mtmd is not available" in lines[2] and "libmtmd.so" in lines[2]
-    with_mtmd = tmp_path / "with_mtmd"
-    shutil.copytree(lib_dir, with_mtmd)
-    _shared_library(
-        with_mtmd, "libmtmd.so", 'const char *mtmd_default_marker(void) { return "<m>"; }'
-    )
+    assert lines[:2] == ["False 7", f"{library} True"]
+    assert f"{function}: {library} is not available" in lines[2] and file in lines[2]
+    present_dir = tmp_path / f"with_{attribute}"
+    shutil.copytree(lib_dir, present_dir)
+    _shared_library(present_dir, file, source)
     present = _run(
         package,
         f"""
         import llama_bindings
-        libs = llama_bindings.load({str(with_mtmd)!r}, check_abi=False)
-        print(bool(libs.mtmd), libs.ffi.string(libs.mtmd.mtmd_default_marker()).decode())
+        libs = llama_bindings.load({str(present_dir)!r}, check_abi=False)
+        print(bool(libs.{attribute}), {call})
         """,
     )
     assert present.returncode == 0, present.stderr
-    assert present.stdout.split() == ["True", "<m>"]
+    assert present.stdout.split() == ["True", printed]
 
 
 def test_package_lib_folder_is_the_fallback(package: Path) -> None:
@@ -183,6 +220,7 @@ def test_libraries_is_read_only_and_compared_by_its_fields(package: Path) -> Non
     assert lines[0].split() == ["True", "True", "False", "abi", "2", "3"]
     assert lines[1:3] == ["read-only", "read-only"]
     assert lines[3] == (
-        "Libraries(ffi=1, ggml=3, lib_dir=PosixPath('lib'), llama=2, llama_mtp=None, mode='abi', "
+        "Libraries(ffi=1, ggml=3, ggml_rpc=UnavailableLibrary('ggml_rpc', 'not opened'), "
+        "lib_dir=PosixPath('lib'), llama=2, llama_mtp=None, mode='abi', "
         "mtmd=UnavailableLibrary('mtmd', 'not opened'))"
     )

@@ -81,8 +81,10 @@ def render(stem: str, work: Path) -> dict[str, str]:
     (work / "ggml" / "include").mkdir(parents=True)
     (include / header.name).write_text(header.read_text(encoding="utf-8"), encoding="utf-8")
     (include / "llama.h").write_text(f'#include "{header.name}"\n', encoding="utf-8")
-    # no libmtmd: a golden header stands in for llama.h alone
-    options = ParseOptions(tree=work, wrapper_header=None, targets=TARGETS, with_mtmd=False)
+    # no libmtmd, no ggml-rpc.h: a golden header stands in for llama.h alone
+    options = ParseOptions(
+        tree=work, wrapper_header=None, targets=TARGETS, with_mtmd=False, with_rpc=False
+    )
     api = parse_interface(options, SOURCE)
     rendered, _ = render_files(api)
     return {name: normalise(rendered[name]) for name in FILES}

@@ -1,6 +1,6 @@
 """Which functions each built library must export: from the generated bindings' ABI manifest, or,
-until the bindings exist, what the installed llama.h, llama_mtp.h and libmtmd's headers declare
-(read by libclang)."""
+until the bindings exist, what the installed llama.h, llama_mtp.h, libmtmd's headers and
+ggml-rpc.h declare (read by libclang)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def expected_functions(
     if path.is_file():
         data = json.loads(path.read_text(encoding="utf-8"))
         for fn in data["functions"]:
-            # llama.h, the wrapper, libmtmd (see generator/verify/symbols_gate.py for ggml)
+            # llama.h, the wrapper, libmtmd, libggml-rpc (generator/verify/symbols_gate.py: ggml)
             if fn["library"] in STRICT_LIBRARIES and fn.get("bound", True):
                 by_library.setdefault(fn["library"], set()).add(fn["name"])
         return by_library, str(MANIFEST) if manifest is None else str(path)
@@ -37,6 +37,9 @@ def expected_functions(
     if (build.include_dir / "mtmd.h").is_file():  # installed when the build made libmtmd
         headers += ["mtmd.h", "mtmd-helper.h"]
         libraries.update({"mtmd.h": "mtmd", "mtmd-helper.h": "mtmd"})
+    if build.info.get("rpc_protocol"):  # the build's parse bound ggml-rpc.h (every build has RPC)
+        headers.append("ggml-rpc.h")
+        libraries["ggml-rpc.h"] = "ggml_rpc"
     for header in headers:
         decls = read_declarations(build.include_dir / header, [build.include_dir], scratch)
         for name, source in decls.functions.items():

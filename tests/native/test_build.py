@@ -267,7 +267,17 @@ def test_a_bump_parse_gives_the_build_what_its_own_parse_gives(tree_pin: Path) -
     tree = Tree.read(tree_pin)
     own, own_headers = build_interface(tree)
     given, headers = host_interface(parse_tree(tree))
-    assert headers == own_headers == ["llama.h", "llama_mtp.h", "mtmd.h", "mtmd-helper.h"]
+    assert (
+        headers
+        == own_headers
+        == [
+            "llama.h",
+            "llama_mtp.h",
+            "mtmd.h",
+            "mtmd-helper.h",
+            "ggml-rpc.h",
+        ]
+    )
     assert given.dumps() == own.dumps()
 
 

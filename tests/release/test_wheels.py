@@ -197,8 +197,8 @@ def test_windows_wheel_tags_contents_and_dll_imports(release_dir: Path, tmp_path
         ]  # fmt: skip
     assert tag_lines == ["Tag: py3-none-win_amd64"]
     runtime = ("libstdc++-6.dll", "libgcc_s_seh-1.dll", "libgomp-1.dll", "libwinpthread-1.dll")
-    ours = ("libllama.dll", "ggml.dll", "ggml-base.dll", "ggml-cpu.dll", "libllama_mtp.dll",
-            "libmtmd.dll")  # fmt: skip
+    ours = ("libllama.dll", "ggml.dll", "ggml-base.dll", "ggml-cpu.dll", "ggml-rpc.dll",
+            "libllama_mtp.dll", "libmtmd.dll")  # fmt: skip
     for name in (*runtime, *ours, "libllama_bindgen_abi.dll"):
         assert f"llama_bindings/lib/{name}" in names
         assert f"lib/{name}" in info["libraries"]

@@ -43,3 +43,8 @@ class MtmdLibrary:
     """Functions of the ``mtmd`` library."""
 
     pass
+
+class GgmlRpcLibrary:
+    """Functions of the ``ggml_rpc`` library."""
+
+    pass
