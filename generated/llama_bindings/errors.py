@@ -38,3 +38,44 @@ class LlamaStateError(LlamaRuntimeError):
 class LlamaMediaError(LlamaRuntimeError, ValueError):
     """A media item (an image or audio) cannot be used: its bytes do not decode, a data URI is
     malformed, or libmtmd cannot preprocess it."""
+
+
+class LlamaRpcError(LlamaRuntimeError):
+    """An RPC server (llama.cpp's ``ggml-rpc`` worker) cannot be used; ``endpoint`` names it and
+    ``reason`` says why. Raised by the runtime's checks before llama.cpp connects: llama.cpp
+    itself aborts the process on each of these (``GGML_ABORT`` in ``ggml-rpc.cpp``)."""
+
+    def __init__(self, endpoint: str, reason: str) -> None:
+        super().__init__(f"RPC server {endpoint}: {reason}")
+        self.endpoint = endpoint
+        self.reason = reason
+
+
+class LlamaRpcUnreachableError(LlamaRpcError):
+    """Nothing accepts a connection at the endpoint (refused, no route, or no answer in time)."""
+
+
+class LlamaRpcHandshakeError(LlamaRpcError):
+    """The endpoint accepted the connection but did not answer the RPC handshake as a server of
+    this protocol does (it closed the connection, answered something else, or is busy serving
+    another client: a ggml-rpc server serves one client at a time)."""
+
+
+class LlamaRpcVersionError(LlamaRpcError):
+    """The server speaks another RPC protocol version than these libraries (``server`` and
+    ``client``: (major, minor, patch)); llama.cpp refuses a different major version or a newer
+    minor one."""
+
+    def __init__(
+        self, endpoint: str, server: tuple[int, int, int], client: tuple[int, int, int]
+    ) -> None:
+        def text(version: tuple[int, int, int]) -> str:
+            return ".".join(str(part) for part in version)
+
+        super().__init__(
+            endpoint,
+            f"the server speaks RPC protocol {text(server)}, these libraries speak "
+            f"{text(client)}: run a worker built from the same llama.cpp release",
+        )
+        self.server = server
+        self.client = client

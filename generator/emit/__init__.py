@@ -310,6 +310,7 @@ def build_context(api: Interface) -> tuple[dict[str, Any], Cdef]:
 # Hand-written modules (generator/shipped/) copied into the package below the generated header,
 # by their paths there (``/``-separated; ``runtime/`` is a subpackage).
 SHIPPED = (
+    "__main__.py",
     "abi_guard.py",
     "errors.py",
     "lifetimes.py",
@@ -317,10 +318,13 @@ SHIPPED = (
     "openai_format.py",
     "outputs.py",
     "params.py",
+    "rpc_protocol.py",
+    "rpc_worker.py",
     "runtime/__init__.py",
     "runtime/adapters.py",
     "runtime/context.py",
     "runtime/decoding.py",
+    "runtime/devices.py",
     "runtime/generation.py",
     "runtime/llama_log.py",
     "runtime/media.py",

@@ -210,6 +210,9 @@ def _stage(build: NativeBuild, package: Path, tag: str, root: Path) -> dict[str,
     (dist_info / "METADATA").write_text(render("release/wheel_metadata.j2", **context), "utf-8")
     wheel = render("release/wheel_WHEEL.j2", generator_version=__version__, tag=wheel_tag)
     (dist_info / "WHEEL").write_text(wheel, encoding="utf-8")
+    # the console script: `llama-bindings rpc-server` (llama_bindings/__main__.py)
+    entry_points = render("release/wheel_entry_points.j2")
+    (dist_info / "entry_points.txt").write_text(entry_points, encoding="utf-8")
     built = {f"lib/{n}": p.relative_to(build.folder).as_posix() for n, p in libraries.items()}
     return built
 

@@ -53,6 +53,7 @@ from generator.smoke.devices import (
     device_environment,
     driver_missing_reason,
 )
+from generator.smoke.rpc_part import rpc_plan
 
 DRIVER = Path(__file__).resolve().with_name("driver.py")
 C_DRIVER = Path(__file__).resolve().with_name("mtp_smoke.c")
@@ -373,6 +374,53 @@ def strategy_checks(part: dict[str, Any]) -> tuple[list[Check], list[MetricsRow]
     return checks, rows
 
 
+def driver_env(bindings_parent: Path, extra_env: dict[str, str] | None = None) -> dict[str, str]:
+    """The driver's environment: the bindings' folder on PYTHONPATH, no library folder set."""
+    env = {k: v for k, v in os.environ.items() if k not in ("LLAMA_BINDGEN_LIB_DIR", "PYTHONHOME")}
+    env.update(extra_env or {})
+    env["PYTHONPATH"] = str(bindings_parent.resolve())
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def _run_with_rpc(
+    command: list[str],
+    plan: dict[str, Any],
+    lib_dir: Path | None,
+    bindings_parent: Path,
+    work: Path,
+    env: dict[str, str],
+) -> tuple[dict[str, Any] | None, str, list[Check]]:
+    """The driver's run with the RPC part: two workers of this build and a stand-in of another
+    protocol version while it runs, then the run that loses a worker mid-generation; the RPC
+    checks (:mod:`generator.smoke.rpc_part`)."""
+    from generator.smoke import rpc_part
+
+    with (
+        rpc_part.workers(command, lib_dir, bindings_parent, work) as started,
+        rpc_part.other_version_server() as other,
+    ):
+        servers = [w.endpoint for w in started]
+        nowhere = f"127.0.0.1:{rpc_part.free_port()}"
+        plan["rpc"]["servers"] = servers
+        plan["rpc"]["refuse"] = {"nothing_listens": nowhere, "other_version": other}
+        data, diagnostic = run_driver(command, plan, bindings_parent, work, env)
+        stderr = (work / "driver-stderr.log").read_text(encoding="utf-8", errors="replace")
+        lost_plan = {**plan, "only": "rpc-lost"}
+        lost_plan["rpc"] = {**plan["rpc"], "kill_pid": started[-1].process.pid}
+        lost_path = work / "plan-rpc-lost.json"
+        lost_path.write_text(json.dumps(lost_plan, indent=2, sort_keys=True), encoding="utf-8")
+        lost = rpc_part.run_lost_worker(
+            command, DRIVER, lost_path, driver_env(bindings_parent, env)
+        )
+    if lost is not None:
+        (work / "driver-rpc-lost-stderr.log").write_text(lost.stderr, encoding="utf-8")
+    checks = [rpc_part.lost_worker_check(lost)]
+    if data is not None and "rpc" in data:
+        checks = rpc_part.rpc_checks(data["rpc"], stderr, servers) + checks
+    return data, diagnostic, checks
+
+
 def run_driver(
     command: list[str],
     plan: dict[str, Any],
@@ -383,10 +431,7 @@ def run_driver(
     """Run driver.py with ``plan``; (parsed last stdout line or None, diagnostic text)."""
     plan_path = work / "plan.json"
     plan_path.write_text(json.dumps(plan, indent=2, sort_keys=True), encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if k not in ("LLAMA_BINDGEN_LIB_DIR", "PYTHONHOME")}
-    env.update(extra_env or {})
-    env["PYTHONPATH"] = str(bindings_parent.resolve())
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env = driver_env(bindings_parent, extra_env)
     with ticking(f"smoke: the driver runs ({' '.join(Path(c).name for c in command[:2])})"):
         proc = subprocess.run(
             [*command, str(DRIVER), str(plan_path)],
@@ -625,7 +670,19 @@ def run_smoke(
         partial, agree = str(test_models["partial"]), str(test_models["agree"])
         plan["strategies"] = _strategy_plan(partial, test_models["draft"], max_tokens)
         plan["media"] = _media_plan(work, agree, test_models["projector"], image)
-    if run.python:
+        if run.python and backend == "cpu":  # the C driver (wine) and GPU backends: not yet
+            draft = str(test_models["draft"])
+            plan["rpc"] = rpc_plan(
+                agree, draft, list(TEST_PROMPT), max_tokens, plan["draft_token_max"]
+            )
+    rpc_checks: list[Check] = []
+    if run.python and "rpc" in plan:
+        _progress(platform, f"running the Python driver {runner}, with two RPC workers")
+        data, diagnostic, rpc_checks = _run_with_rpc(
+            command, plan, lib_dir, bindings_parent, work, env
+        )
+        refusal = PYTHON_REFUSAL
+    elif run.python:
         _progress(platform, f"running the Python driver {runner}{device_note}")
         data, diagnostic = run_driver(command, plan, bindings_parent, work, env)
         refusal = PYTHON_REFUSAL
@@ -642,7 +699,7 @@ def run_smoke(
         return SmokeReport(platform, FAILED, f"the driver failed:\n{data.get('error', '')}", runner)
     checks, rows = check_results(data, strict_partial=model is None, refusal=refusal)
     more_checks, more_rows, notes = _part_checks(plan, data)
-    checks += more_checks
+    checks += more_checks + rpc_checks
     rows += more_rows
     if backend != "cpu":
         stderr = (work / "driver-stderr.log").read_text(encoding="utf-8", errors="replace")

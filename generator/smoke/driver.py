@@ -12,7 +12,12 @@ Plan: ``{"lib_dir": str, "max_tokens": int, "n_ctx": int, "draft_token_max": int
 "max_tokens": int, "n_ctx": int} (optional)}``: the strategies part generates greedily on one
 model without speculation, then with each run's strategies (``draft``: the draft model's path);
 the media part generates after an image (through the model's projector, libmtmd) without and
-with draft-mtp. The result names the compute devices ggml sees.
+with draft-mtp; the RPC part (``"rpc": {"path", "draft", "prompt", "max_tokens", "n_ctx",
+"draft_token_max", "n_gpu_layers", "servers": [endpoint], "refuse": {name: endpoint}}``,
+optional) generates with the target local and split over the servers, and loads onto each
+endpoint to refuse; with ``"only": "rpc-lost"`` the driver only generates split over the servers
+and kills the worker ``rpc.kill_pid`` after the first token (llama.cpp then ends the process).
+The result names the compute devices ggml sees.
 """
 
 from __future__ import annotations
@@ -173,6 +178,89 @@ def _media(runtime: Any, libs: Any, plan: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _rpc_generate(
+    runtime: Any, libs: Any, part: dict[str, Any], kind: str, servers: list[str] | None
+) -> list[int]:
+    """One greedy generation of the RPC part: ``kind`` ``plain``, ``draft-mtp`` or
+    ``draft-simple`` (its draft model local); the target split over ``servers`` (None: local)."""
+    split: dict[str, Any] = {}
+    if servers is not None:
+        split = {"rpc_servers": servers, "n_gpu_layers": int(part["n_gpu_layers"])}
+        split["tensor_split"] = [1.0] * len(servers)
+    draft = (
+        runtime.Model(part["draft"], libs=libs, verbose=True) if kind == "draft-simple" else None
+    )
+    try:
+        spec = runtime.SpeculativeDecoding(
+            strategies=() if kind == "plain" else (kind,),
+            draft_model=draft,
+            draft_token_max=int(part["draft_token_max"]),
+        )
+        load_mtp = kind == "draft-mtp"
+        with runtime.Model(part["path"], load_mtp=load_mtp, libs=libs, verbose=True, **split) as m:
+            with runtime.Context(m, n_ctx=int(part["n_ctx"]), speculative=spec) as ctx:
+                return list(ctx.generate(part["prompt"], max_tokens=int(part["max_tokens"])).tokens)
+    finally:
+        if draft is not None:
+            draft.close()
+
+
+def _rpc_refusal(runtime: Any, libs: Any, part: dict[str, Any], server: str) -> dict[str, str]:
+    """What loading the part's model onto ``server`` raises (a typed error is expected)."""
+    try:
+        with runtime.Model(part["path"], libs=libs, rpc_servers=[server], n_gpu_layers=1):
+            pass
+    except Exception as exc:  # reported; the host checks the type
+        return {"error_type": type(exc).__name__, "reason": str(exc)}
+    return {"error_type": "", "reason": "loaded"}
+
+
+def _rpc(runtime: Any, libs: Any, plan: dict[str, Any]) -> dict[str, Any]:
+    """The RPC part: greedy generations with the target local, then split over this machine and
+    the part's servers (workers from the same build), plain, with draft-mtp and with draft-simple;
+    the devices the servers add; and the typed refusals of a port where nothing listens and of a
+    server of another protocol version."""
+    if not libs.ggml_rpc:
+        return {"absent": libs.ggml_rpc.reason}
+    part = plan["rpc"]
+    servers = list(part["servers"])
+    out: dict[str, Any] = {"runs": {}}
+    for kind in ("plain", "draft-mtp", "draft-simple"):
+        out["runs"][kind] = {
+            "local": _rpc_generate(runtime, libs, part, kind, None),
+            "split": _rpc_generate(runtime, libs, part, kind, servers),
+        }
+    listed = runtime.list_devices(libs, rpc_servers=servers)
+    out["devices"] = [
+        {"name": d.name, "endpoint": d.endpoint, "memory_total": d.memory_total} for d in listed
+    ]
+    out["refusals"] = {
+        name: _rpc_refusal(runtime, libs, part, server) for name, server in part["refuse"].items()
+    }
+    return out
+
+
+def _rpc_lost(runtime: Any, libs: Any, plan: dict[str, Any]) -> dict[str, Any]:
+    """A server stopped mid-generation: after the first token, the worker whose process id the
+    part names is killed; llama.cpp is expected to end this process (its GGML_ABORT), so a
+    result printed here means it did not."""
+    import os
+    import signal
+
+    part = plan["rpc"]
+    servers = list(part["servers"])
+    split = {"rpc_servers": servers, "n_gpu_layers": int(part["n_gpu_layers"])}
+    with runtime.Model(part["path"], libs=libs, verbose=True, **split) as model:
+        with runtime.Context(model, n_ctx=int(part["n_ctx"])) as ctx:
+
+            def stop_worker(_token: int, _piece: str) -> None:
+                if part.get("kill_pid"):
+                    os.kill(int(part.pop("kill_pid")), signal.SIGKILL)
+
+            result = ctx.generate(part["prompt"], max_tokens=8, on_token=stop_worker)
+    return {"survived": True, "tokens": list(result.tokens)}
+
+
 def _unsupported(runtime: Any, libs: Any, path: str, plan: dict[str, Any]) -> dict[str, Any]:
     spec = runtime.SpeculativeDecoding(runtime.SpeculativeMode.DRAFT_MTP)
     layers = int(plan.get("n_gpu_layers", 0))
@@ -213,6 +301,10 @@ def main(argv: list[str]) -> int:
         runtime: Any = importlib.import_module("llama_bindings.runtime")
 
         libs = llama_bindings.load(plan["lib_dir"])
+        if plan.get("only") == "rpc-lost":
+            out["rpc_lost"] = _rpc_lost(runtime, libs, plan)
+            print(json.dumps(out, sort_keys=True))
+            return 0
         out["llama_cpp_tag"] = runtime.LLAMA_CPP_TAG
         out["wrapper"] = libs.llama_mtp is not None
         out["devices"] = _devices(libs)
@@ -234,6 +326,8 @@ def main(argv: list[str]) -> int:
             out["strategies"] = _strategies(runtime, libs, plan)
         if plan.get("media"):
             out["media"] = _media(runtime, libs, plan)
+        if plan.get("rpc"):
+            out["rpc"] = _rpc(runtime, libs, plan)
         out["ok"] = True
     except Exception:
         out["ok"] = False

@@ -62,6 +62,8 @@ def test_an_example_runs(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("LLAMA_BINDGEN_LIB_DIR", str(host_build.lib_dir))  # as the README says
+    # the package importable in the processes an example starts, as an installed one is
+    monkeypatch.setenv("PYTHONPATH", str(REPO_ROOT / "generated"))
     where, code = block
     for name, path in sorted(files.items(), key=lambda item: -len(item[0])):
         code = code.replace(f'"{name}"', repr(path)).replace(f"file://{name}", f"file://{path}")

@@ -20,6 +20,7 @@ PUBLIC = (
     "ChatTemplateError",
     "Context",
     "ControlVectorData",
+    "Device",
     "FLASH_ATTN_CHOICES",
     "FinishReason",
     "GGML_LOG_LEVEL_CONT",
@@ -41,6 +42,10 @@ PUBLIC = (
     "LlamaClosedError",
     "LlamaLoadError",
     "LlamaMediaError",
+    "LlamaRpcError",
+    "LlamaRpcHandshakeError",
+    "LlamaRpcUnreachableError",
+    "LlamaRpcVersionError",
     "LlamaRuntimeError",
     "LlamaStateError",
     "LlamaUnsupportedError",
@@ -74,6 +79,7 @@ PUBLIC = (
     "constants",
     "enum_name",
     "ggml_type",
+    "list_devices",
     "load",
     "normalized",
     "requested_settings",
@@ -81,6 +87,7 @@ PUBLIC = (
     "set_llama_log",
     "strategy_support",
     "token_logprob",
+    "wait_for_rpc_server",
 )
 # Private names of the one module: importable from their modules, no longer from the package.
 PRIVATE = {
@@ -100,6 +107,7 @@ MODULES = (
     "adapters",
     "context",
     "decoding",
+    "devices",
     "generation",
     "llama_log",
     "media",

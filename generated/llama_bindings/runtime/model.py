@@ -29,6 +29,13 @@ from ..params import (
     tensor_split_array,
 )
 from .adapters import LoraAdapter
+from .devices import (
+    CONNECTIONS,
+    connect_servers,
+    device_array,
+    local_offload_devices,
+    parse_endpoints,
+)
 from .llama_log import LLAMA_LOG
 from .media import Projector
 from .results import LLAMA_CPP_TAG, ChatMessages, ChatTemplateError, role_content
@@ -62,10 +69,23 @@ class Model:
 
     None keeps llama.cpp's default (``llama_model_default_params()`` of the loaded libraries,
     :mod:`~llama_bindings.params`); an argument the release's ``llama_model_params`` lacks raises
-    :class:`LlamaUnsupportedError`. Not exposed: ``devices`` and ``tensor_buft_overrides`` (they
-    take ggml backend device and buffer-type handles, which the runtime does not hand out),
+    :class:`LlamaUnsupportedError`. Not exposed: ``devices`` (set from ``rpc_servers``) and
+    ``tensor_buft_overrides`` (they take ggml backend device and buffer-type handles, which the
+    runtime does not hand out),
     ``progress_callback`` (a C callback per load), and ``no_alloc`` (a model without its
     weights allocated, for llama.cpp's memory estimate: nothing here can run on it).
+
+    ``rpc_servers``: ``host:port`` of RPC workers (``python -m llama_bindings rpc-server``,
+    from the same llama.cpp release) whose devices take layers too, in that order, before this
+    machine's GPUs (llama.cpp's order); the CPU keeps what is not offloaded, so with
+    ``n_gpu_layers`` below the model's layer count the model is split over this machine and the
+    servers, by ``tensor_split`` (one share per server device, then per local GPU) or else by
+    their free memory. Each server is checked before llama.cpp connects (reachable, answers the
+    RPC handshake, same protocol version): a failed check raises
+    :class:`~llama_bindings.errors.LlamaRpcError` where llama.cpp would end the process. A
+    server lost after loading still ends it (llama.cpp's ``GGML_ABORT``): see
+    :mod:`~llama_bindings.runtime.devices`. The protocol is unauthenticated and unencrypted:
+    reach a server on another machine through an SSH tunnel or a VPN, never an open network.
 
     ``libs``: opened libraries (default: :func:`load` with ``lib_dir``). ``verbose``:
     llama.cpp's log to stderr (True) or to the ``llama_bindings.llama_cpp`` logger (False);
@@ -104,6 +124,7 @@ class Model:
         use_direct_io: bool | None = None,
         kv_overrides: Mapping[str, KvOverride] | None = None,
         mmproj: str | os.PathLike[str] | None = None,
+        rpc_servers: Sequence[str] | None = None,
         libs: Libraries | None = None,
         lib_dir: str | os.PathLike[str] | None = None,
         verbose: bool | None = None,
@@ -126,6 +147,7 @@ class Model:
         check_choice(lazy_mode, "lazy_mode")
         split = check_tensor_split(tensor_split)
         overrides = check_kv_overrides(kv_overrides)
+        endpoints = parse_endpoints(rpc_servers) if rpc_servers is not None else ()
         if load_mtp and not MTP_API:
             raise LlamaUnsupportedError(
                 f"llama.cpp {LLAMA_CPP_TAG} has no MTP API: load_mtp is not available"
@@ -153,10 +175,15 @@ class Model:
             value = choose(self.ffi, "llama_lazy_mode", "LLAMA_LAZY_MODE_", "lazy_mode", lazy_mode)
             set_field(self.ffi, params, MODEL_PARAMS, "lazy_mode", value, "lazy_mode")
         self._arrays = self._set_arrays(params, split, overrides)
+        if endpoints:
+            offload = [*connect_servers(self.libs, endpoints), *local_offload_devices(self.libs)]
+            self._arrays.append(device_array(self.libs, offload))
+            params.devices = self._arrays[-1]
         if load_mtp and LOAD_MTP_PARAM:
             params.load_mtp = True  # (releases before load_mtp always load the NextN layers)
         self._vocab_only = bool(params.vocab_only)
         self._load(path, params)
+        CONNECTIONS.add(self, endpoints)
         self._projector: Projector | None = None
         if mmproj is not None:
             try:
@@ -171,13 +198,15 @@ class Model:
         """Point ``params`` at the arrays of ``tensor_split`` and ``kv_overrides``; the model
         keeps them (releases that borrow the pointers read them after the load)."""
         arrays: list[Any] = []
+        # the arrays cffi allocated are kept, not the fields read back: a field gives a pointer
+        # that does not own its memory, and the array would be freed at once
         if split is not None:
             max_devices = int(self.llama.llama_max_devices())
-            params.tensor_split = tensor_split_array(self.ffi, split, max_devices)
-            arrays.append(params.tensor_split)
+            arrays.append(tensor_split_array(self.ffi, split, max_devices))
+            params.tensor_split = arrays[-1]
         if overrides:
-            params.kv_overrides = kv_override_array(self.ffi, overrides)
-            arrays.append(params.kv_overrides)
+            arrays.append(kv_override_array(self.ffi, overrides))
+            params.kv_overrides = arrays[-1]
         return arrays
 
     def _load(self, path: str | os.PathLike[str], params: Any) -> None:

@@ -54,6 +54,10 @@ from ..constants import SpeculativeMode as SpeculativeMode
 from ..errors import LlamaClosedError as LlamaClosedError
 from ..errors import LlamaLoadError as LlamaLoadError
 from ..errors import LlamaMediaError as LlamaMediaError
+from ..errors import LlamaRpcError as LlamaRpcError
+from ..errors import LlamaRpcHandshakeError as LlamaRpcHandshakeError
+from ..errors import LlamaRpcUnreachableError as LlamaRpcUnreachableError
+from ..errors import LlamaRpcVersionError as LlamaRpcVersionError
 from ..errors import LlamaRuntimeError as LlamaRuntimeError
 from ..errors import LlamaStateError as LlamaStateError
 from ..errors import LlamaUnsupportedError as LlamaUnsupportedError
@@ -79,6 +83,9 @@ from .adapters import ControlVectorData as ControlVectorData
 from .adapters import LoraAdapter as LoraAdapter
 from .context import LOGGER as LOGGER
 from .context import Context as Context
+from .devices import Device as Device
+from .devices import list_devices as list_devices
+from .devices import wait_for_rpc_server as wait_for_rpc_server
 from .llama_log import LLAMA_LOGGER as LLAMA_LOGGER
 from .llama_log import set_llama_log as set_llama_log
 from .media import MediaInput as MediaInput

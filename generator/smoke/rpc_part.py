@@ -1,0 +1,211 @@
+"""The smoke's RPC part, the host's side: two RPC workers from the build under test
+(``python -m llama_bindings rpc-server`` run by the platform's Python: natively or under qemu)
+on loopback, a stand-in server that answers the handshake as protocol 1.0.0 (no real worker of
+another version is at hand in a gate), a port where nothing listens, and the checks over what
+the driver (``driver.py``'s ``_rpc`` and ``_rpc_lost``) reports.
+
+What is checked: greedy output with the target split over this machine and both workers equals
+the local run's, plain, with draft-mtp and with draft-simple (draft model local); llama.cpp put
+weights on both workers; the workers' devices are listed with their memory; the runtime refuses
+the dead port and the other version with its typed errors; and a worker killed mid-generation
+ends the client process (llama.cpp's ``GGML_ABORT``: the case the runtime cannot check first).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import struct
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from generator.progress import ticking
+
+WORKERS = 2
+STARTUP_TIMEOUT_S = 120  # a worker under qemu loads its libraries slowly
+LOST_TIMEOUT_S = 300
+# the stand-in's answer: protocol 1.0.0, the padding byte and 24 capability bytes
+STAND_IN_VERSION = (1, 0, 0)
+# llama.cpp names a worker's buffer after its device on that worker and the worker's endpoint
+_RPC_BUFFER = re.compile(r"\bRPC\d+\[([^\]]+)\] model buffer size")
+_CPU_BUFFER = re.compile(r"\bCPU(?:_Mapped)? model buffer size")
+
+
+@dataclass
+class Worker:
+    endpoint: str
+    process: subprocess.Popen[bytes]
+    log: Path
+
+
+def free_port() -> int:
+    with socket.create_server(("127.0.0.1", 0)) as probe:
+        return int(probe.getsockname()[1])
+
+
+def _wait_until_listening(worker: Worker) -> None:
+    host, port = worker.endpoint.split(":")
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if worker.process.poll() is not None:
+            tail = worker.log.read_text(encoding="utf-8", errors="replace")[-1500:]
+            raise RuntimeError(f"the RPC worker {worker.endpoint} exited at start:\n{tail}")
+        log = worker.log.read_text(encoding="utf-8", errors="replace")
+        if "rpc-server: serving" in log:
+            with suppress(OSError), socket.create_connection((host, int(port)), timeout=1):
+                return  # an empty connection: the worker logs it and waits for the next
+        time.sleep(0.2)
+    raise RuntimeError(f"the RPC worker {worker.endpoint} did not listen within "
+                       f"{STARTUP_TIMEOUT_S} s")  # fmt: skip
+
+
+@contextmanager
+def workers(
+    command: list[str], lib_dir: Path | None, bindings_parent: Path, work: Path
+) -> Iterator[list[Worker]]:
+    """``WORKERS`` RPC workers on 127.0.0.1, each a process of the platform's Python; stopped
+    (and their logs kept in ``work``) on leaving."""
+    env = {k: v for k, v in os.environ.items() if k not in ("LLAMA_BINDGEN_LIB_DIR", "PYTHONHOME")}
+    env["PYTHONPATH"] = str(bindings_parent.resolve())
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    started: list[Worker] = []
+    try:
+        for index in range(WORKERS):
+            port = free_port()
+            args = [*command, "-m", "llama_bindings", "rpc-server", "--port", str(port)]
+            args += ["--threads", "1"]
+            if lib_dir is not None:
+                args += ["--lib-dir", str(lib_dir.resolve())]
+            log = work / f"rpc-worker-{index}.log"
+            with log.open("wb") as out:
+                process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env)
+            started.append(Worker(f"127.0.0.1:{port}", process, log))
+        with ticking("smoke: the RPC workers start"):
+            for worker in started:
+                _wait_until_listening(worker)
+        yield started
+    finally:
+        for worker in started:
+            if worker.process.poll() is None:
+                worker.process.terminate()
+        for worker in started:
+            with suppress(subprocess.TimeoutExpired):
+                worker.process.wait(timeout=30)
+            if worker.process.poll() is None:
+                worker.process.kill()
+                worker.process.wait()
+
+
+@contextmanager
+def other_version_server() -> Iterator[str]:
+    """A loopback server that answers every RPC handshake as protocol ``STAND_IN_VERSION``."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(10)
+                with suppress(OSError):
+                    conn.recv(9 + 24)
+                    body = bytes([*STAND_IN_VERSION, 0]) + bytes(24)
+                    conn.sendall(struct.pack("<Q", len(body)) + body)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+        listener.close()
+
+
+def rpc_plan(
+    target: str, draft: str, prompt: list[int], max_tokens: int, draft_max: int
+) -> dict[str, Any]:
+    """The part's models and sizes (servers and refusals are added once they are running)."""
+    return {
+        "path": target,
+        "draft": draft,
+        "prompt": prompt,
+        "max_tokens": max_tokens,
+        "n_ctx": 512,
+        "draft_token_max": draft_max,
+        # the test model's last three layers (of 2 trunk, 1 NextN and the output) go to the
+        # workers, by llama.cpp's rule for tensor_split [1, 1]: the first trunk layer, the
+        # token embeddings and, without load_mtp, the NextN layer's place stay on this CPU
+        "n_gpu_layers": 3,
+    }
+
+
+def rpc_checks(part: dict[str, Any], stderr: str, servers: list[str]) -> list[Any]:
+    """The checks over the driver's RPC result and llama.cpp's log of that run."""
+    from generator.smoke import Check
+
+    if "absent" in part:
+        return [Check("RPC backend present", False, str(part["absent"]))]
+    checks = []
+    for kind, run in part["runs"].items():
+        same = run["local"] == run["split"] and bool(run["local"])
+        detail = "" if same else f"local {run['local'][:12]} vs split {run['split'][:12]}"
+        checks.append(Check(f"rpc {kind}: split over 2 workers equals local", same, detail))
+    buffers = sorted(set(_RPC_BUFFER.findall(stderr)))
+    on_cpu = bool(_CPU_BUFFER.search(stderr))
+    split = buffers == sorted(servers) and on_cpu
+    shown = ", ".join(buffers) + ("; and this CPU" if on_cpu else "; none on this CPU")
+    checks.append(Check("rpc: weights on this CPU and on both workers", split, shown))
+    remote = [d for d in part["devices"] if d["endpoint"]]
+    shown = ", ".join(f"{d['name']}@{d['endpoint']} {d['memory_total']} B" for d in remote)
+    every = sorted({d["endpoint"] for d in remote}) == sorted(servers)
+    checks.append(Check("rpc: the workers' devices listed with memory", every, shown))
+    expected = {
+        "nothing_listens": "LlamaRpcUnreachableError",
+        "other_version": "LlamaRpcVersionError",
+    }
+    for name, error in expected.items():
+        got = part["refusals"].get(name, {})
+        ok = got.get("error_type") == error
+        checks.append(Check(f"rpc {name}: refused with {error}", ok, got.get("reason", "")))
+    return checks
+
+
+def lost_worker_check(proc: subprocess.CompletedProcess[str] | None) -> Any:
+    """A worker killed mid-generation: llama.cpp ends the client process (a signal, no result)."""
+    from generator.smoke import Check
+
+    name = "rpc: a worker lost mid-generation ends the client (llama.cpp aborts; not catchable)"
+    if proc is None:
+        return Check(name, False, f"the client hung for {LOST_TIMEOUT_S} s")
+    survived = '"survived": true' in proc.stdout
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    said = next((line for line in reversed(lines) if "RPC" in line or "abort" in line.lower()), "")
+    ok = proc.returncode < 0 and not survived
+    return Check(name, ok, f"exit {proc.returncode}; {said.strip()[:200]}")
+
+
+def run_lost_worker(
+    command: list[str], driver: Path, plan_path: Path, env: dict[str, str]
+) -> subprocess.CompletedProcess[str] | None:
+    with ticking("smoke: a worker is stopped mid-generation"):
+        try:
+            return subprocess.run(
+                [*command, str(driver), str(plan_path)],
+                capture_output=True, text=True, env=env, timeout=LOST_TIMEOUT_S, check=False,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            return None

@@ -1,0 +1,176 @@
+"""RPC through the runtime with real workers: two ``python -m llama_bindings rpc-server``
+processes of the host build on loopback. Every speculative mode with the target split over this
+machine and both workers gives the local run's tokens; the workers' devices are listed; two models
+of one process share a worker; the worker's own refusals. (The smoke's RPC part, run by
+test_smoke.py, adds the lost-worker and other-version cases on every Python platform.)"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from generator.native.build import BuildResult
+from tests.mtp.conftest import BINDINGS_PARENT
+
+pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]
+
+PROMPT = [*range(10, 30), *range(10, 30), *range(10, 30), *range(10, 14)]
+MAX_TOKENS = 32
+# the last three layers on the workers (the test model's trunk layer 1 and NextN layer on the
+# first, the output on the second); its first trunk layer and the embeddings on this machine
+SPLIT = {"n_gpu_layers": 3, "tensor_split": [1.0, 1.0]}
+
+
+def _free_port() -> int:
+    with socket.create_server(("127.0.0.1", 0)) as probe:
+        return int(probe.getsockname()[1])
+
+
+def _worker_env(host_build: BuildResult) -> dict[str, str]:
+    env = dict(os.environ, PYTHONPATH=str(BINDINGS_PARENT))
+    env["LLAMA_BINDGEN_LIB_DIR"] = str(host_build.lib_dir)
+    return env
+
+
+@pytest.fixture(scope="module")
+def servers(
+    runtime: Any, host_build: BuildResult, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[list[str]]:
+    """Two workers; their output kept in the test's temporary folder."""
+    logs = tmp_path_factory.mktemp("rpc-workers")
+    ports = [_free_port() for _ in range(2)]
+    processes = []
+    for port in ports:
+        args = [sys.executable, "-m", "llama_bindings", "rpc-server", "--port", str(port)]
+        with (logs / f"{port}.log").open("wb") as out:
+            process = subprocess.Popen(
+                [*args, "--threads", "1"], stdout=out, stderr=subprocess.STDOUT,
+                env=_worker_env(host_build),
+            )  # fmt: skip
+        processes.append(process)
+    endpoints = [f"127.0.0.1:{port}" for port in ports]
+    try:
+        for endpoint in endpoints:
+            assert runtime.wait_for_rpc_server(endpoint, timeout=60) == (8, 0, 0)
+        yield endpoints
+    finally:
+        for process in processes:
+            process.terminate()
+            process.wait(timeout=30)
+
+
+def _generate(
+    runtime: Any, libs: Any, model: Path, spec: Any, mtp: bool, split: list[str] | None
+) -> list[int]:
+    options: dict[str, Any] = {"rpc_servers": split, **SPLIT} if split else {}
+    with runtime.Model(model, load_mtp=mtp, libs=libs, **options) as loaded:
+        with runtime.Context(loaded, n_ctx=256, speculative=spec) as ctx:
+            return list(ctx.generate(PROMPT, max_tokens=MAX_TOKENS).tokens)
+
+
+@pytest.fixture(scope="module")
+def local_tokens(runtime: Any, libs: Any, models: dict[str, Path]) -> list[int]:
+    spec = runtime.SpeculativeDecoding()
+    tokens = _generate(runtime, libs, models["partial"], spec, False, None)
+    assert len(tokens) == MAX_TOKENS
+    return tokens
+
+
+def test_plain_generation_split_over_two_workers_equals_local(
+    runtime: Any, libs: Any, models: dict[str, Path], servers: list[str], local_tokens: list[int]
+) -> None:
+    spec = runtime.SpeculativeDecoding()
+    assert _generate(runtime, libs, models["partial"], spec, False, servers) == local_tokens
+
+
+@pytest.mark.parametrize(
+    "kind",
+    ["draft-mtp", "draft-simple", "ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod",
+     "ngram-cache"],
+)  # fmt: skip
+def test_every_speculative_mode_with_a_split_target_equals_local(
+    runtime: Any,
+    libs: Any,
+    models: dict[str, Path],
+    servers: list[str],
+    local_tokens: list[int],
+    kind: str,
+) -> None:
+    """The draft side stays local (draft-simple's draft model, n-gram state); the target is
+    split; greedy output is plain local decoding's."""
+    draft = runtime.Model(models["draft"], libs=libs) if kind == "draft-simple" else None
+    try:
+        spec = runtime.SpeculativeDecoding(strategies=(kind,), draft_model=draft, draft_token_max=8)
+        tokens = _generate(runtime, libs, models["partial"], spec, kind == "draft-mtp", servers)
+    finally:
+        if draft is not None:
+            draft.close()
+    assert tokens == local_tokens
+
+
+def test_the_workers_devices_are_listed_with_their_memory(
+    runtime: Any, libs: Any, servers: list[str]
+) -> None:
+    listed = runtime.list_devices(libs, rpc_servers=servers)
+    local = [d for d in listed if not d.endpoint]
+    remote = [d for d in listed if d.endpoint]
+    assert [d.type for d in local] == ["cpu"]
+    assert sorted(d.endpoint for d in remote) == sorted(servers)
+    for device in remote:
+        assert device.name.startswith("RPC") and device.description == device.endpoint
+        assert 0 < device.memory_free <= device.memory_total
+
+
+def test_two_live_models_share_a_worker(
+    runtime: Any, libs: Any, models: dict[str, Path], servers: list[str]
+) -> None:
+    """The worker serves one client, this process: the second model is not checked again (the
+    check would wait on the busy server) and loads over the same connection."""
+    with runtime.Model(models["agree"], libs=libs, rpc_servers=servers[:1], n_gpu_layers=1) as a:
+        with runtime.Model(models["plain"], libs=libs, rpc_servers=servers[:1], n_gpu_layers=1):
+            assert not a.closed
+
+
+def test_a_port_where_nothing_listens_is_refused_and_the_process_goes_on(
+    runtime: Any, libs: Any, models: dict[str, Path]
+) -> None:
+    nowhere = f"127.0.0.1:{_free_port()}"
+    with pytest.raises(runtime.LlamaRpcUnreachableError, match=nowhere):
+        runtime.Model(models["plain"], libs=libs, rpc_servers=[nowhere], n_gpu_layers=1)
+
+
+def test_a_worker_refuses_a_port_in_use(host_build: BuildResult) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        proc = subprocess.run(
+            [sys.executable, "-m", "llama_bindings", "rpc-server", "--port", str(port)],
+            capture_output=True, text=True, env=_worker_env(host_build), timeout=60, check=False,
+        )  # fmt: skip
+    assert proc.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_sigterm_stops_a_worker(host_build: BuildResult, runtime: Any) -> None:
+    port = _free_port()
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "llama_bindings", "rpc-server", "--port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=_worker_env(host_build),
+    )  # fmt: skip
+    try:
+        runtime.wait_for_rpc_server(f"127.0.0.1:{port}", timeout=60)
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(timeout=30) == -signal.SIGTERM
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+    assert worker.stdout is not None
+    assert b"llama-bindings rpc-server: serving CPU on 127.0.0.1:" in worker.stdout.read()
