@@ -120,6 +120,8 @@ def markdown(result: dict[str, Any], chart_name: str) -> str:
         lines += _realmodel_lines(sections["realmodel"])
     if "chat" in sections:
         lines += _chat_lines(sections["chat"])
+    if "rpc" in sections:
+        lines += _rpc_lines(sections["rpc"])
     if "mtp" in sections:
         m = sections["mtp"]
         lines += ["## 4. MTP speculative decoding", "", m["method"], ""]
@@ -301,6 +303,25 @@ def _realmodel_lines(rm: dict[str, Any]) -> list[str]:
 def _per_turn(turns: list[dict[str, Any]], digits: int = 0) -> str:
     """Per-turn medians: ``a / b / c / d``."""
     return " / ".join(f"{t['median']:.{digits}f}" if t.get("runs") else "-" for t in turns)
+
+
+def _rpc_lines(rp: dict[str, Any]) -> list[str]:
+    lines = ["## RPC: local vs split over two loopback workers", "", rp["method"], ""]
+    lines += [
+        f"{rp['repeats']} repeats, {rp['n']} tokens per run.",
+        "",
+        "| model and mode | tok/s local | tok/s split | split / local | load s local | "
+        "load s split | load split / local | same tokens |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, r in rp["runs"].items():
+        lines.append(
+            f"| {name} | {_fmt(r['local_tokens_per_second'], 1)} | "
+            f"{_fmt(r['split_tokens_per_second'], 1)} | {_fmt(r['tps_split_over_local'], 3)} | "
+            f"{_fmt(r['local_load_s'], 3)} | {_fmt(r['split_load_s'], 3)} | "
+            f"{_fmt(r['load_split_over_local'], 2)} | {'yes' if r['same_tokens'] else 'NO'} |"
+        )
+    return [*lines, ""]
 
 
 def _chat_lines(ch: dict[str, Any]) -> list[str]:

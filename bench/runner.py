@@ -20,6 +20,7 @@ from bench import (
     loops,
     realmodel,
     report,
+    rpc,
     strategies,
     tag_builds,
 )
@@ -28,12 +29,13 @@ from bench.stats import log
 REPO = Path(__file__).resolve().parent.parent
 SECTIONS = (
     "generation", "calls", "loop", "mtp", "bump", "import", "strategies", "realmodel", "chat",
-    "tags",
+    "tags", "rpc",
 )  # fmt: skip
 # Sections a plain `python -m bench` runs; "bump" (minutes: a cold build), "strategies" (about
 # 15 minutes on 2 cores), "realmodel" (Gemma 3 270M, about a minute per repeat) and "chat" (Gemma
-# 3 270M, a 4-turn chat, about 1.5 minutes per repeat) and "tags" (cold and warm builds of real
-# tags: about 25 minutes on 2 cores) only when named.
+# 3 270M, a 4-turn chat, about 1.5 minutes per repeat), "tags" (cold and warm builds of real
+# tags: about 25 minutes on 2 cores) and "rpc" (local vs split over two loopback RPC workers)
+# only when named.
 DEFAULT_SECTIONS = ("generation", "calls", "loop", "mtp", "import")
 # The tree the bench builds and runs by default: b11312, the one llama-cpp-python 0.3.36 vendors
 # (its ctypes structs are b11312's; b11549's llama_context_params would not match them), so both
@@ -118,6 +120,27 @@ def _chat(args: argparse.Namespace, bindings: Path, lib_dir: Path, cache: Path) 
     return chat.run(setup, cache, args.repeats)
 
 
+def _rpc(args: argparse.Namespace, bindings: Path, lib_dir: Path, cache: Path) -> dict[str, Any]:
+    log("section rpc: local vs split over two loopback RPC workers (test model, Gemma 3 270M)")
+    import tempfile
+
+    from generator.models import fetch_model
+
+    setup = rpc.Setup(
+        repo=REPO,
+        bindings=bindings,
+        lib_dir=lib_dir,
+        models={
+            "test": _model(cache, "agree", {}),
+            "gemma": fetch_model("gemma3-270m", cache),
+        },
+        n=16 if args.quick else args.rpc_tokens,
+        threads=args.threads,
+    )
+    with tempfile.TemporaryDirectory(prefix="bench-rpc-") as work:
+        return rpc.run(setup, Path(work), args.repeats)
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     p.add_argument("--name", default="latest", help="result name (default: %(default)s)")
@@ -167,6 +190,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument(
         "--chat-tokens", type=int, default=48, help="the chat section's reply length (%(default)s)"
+    )
+    p.add_argument(
+        "--rpc-tokens", type=int, default=64, help="the rpc section's tokens per run (%(default)s)"
     )
     p.add_argument(
         "--quick",
@@ -278,6 +304,8 @@ def main(argv: list[str] | None = None) -> int:
         sections["realmodel"] = realmodel.run(rm_setup, cache, args.repeats)
     if "chat" in args.sections:
         sections["chat"] = _chat(args, bindings, lib_dir, cache)
+    if "rpc" in args.sections:
+        sections["rpc"] = _rpc(args, bindings, lib_dir, cache)
     if "import" in args.sections:
         log("section 6: import and load vs llama-cpp-python")
         api_mode = llama_bindings.loader.find_api_module(lib_dir) is not None
