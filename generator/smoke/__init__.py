@@ -619,6 +619,23 @@ def _part_checks(
     return checks, rows, notes
 
 
+def _test_model_parts(
+    plan: dict[str, Any],
+    test_models: dict[str, Path],
+    work: Path,
+    image: Path | None,
+    max_tokens: int,
+    rpc: bool,
+) -> None:
+    """The plan's parts on the test models: strategies, media and (``rpc``) RPC."""
+    partial, agree = str(test_models["partial"]), str(test_models["agree"])
+    plan["strategies"] = _strategy_plan(partial, test_models["draft"], max_tokens)
+    plan["media"] = _media_plan(work, agree, test_models["projector"], image)
+    if rpc:
+        draft, draft_max = str(test_models["draft"]), plan["draft_token_max"]
+        plan["rpc"] = rpc_plan(agree, draft, list(TEST_PROMPT), max_tokens, draft_max)
+
+
 def run_smoke(
     platform: str,
     lib_dir: Path | None,
@@ -667,24 +684,18 @@ def run_smoke(
     test_models = {} if model is not None else _test_models(work / "models", vocabulary, models_dir)
     plan["models"] = _models(model, test_models)
     if model is None:
-        partial, agree = str(test_models["partial"]), str(test_models["agree"])
-        plan["strategies"] = _strategy_plan(partial, test_models["draft"], max_tokens)
-        plan["media"] = _media_plan(work, agree, test_models["projector"], image)
-        if run.python and backend == "cpu":  # the C driver (wine) and GPU backends: not yet
-            draft = str(test_models["draft"])
-            plan["rpc"] = rpc_plan(
-                agree, draft, list(TEST_PROMPT), max_tokens, plan["draft_token_max"]
-            )
+        # the RPC part: where the Python driver runs a CPU build (not the C driver, not GPUs yet)
+        rpc = run.python and backend == "cpu"
+        _test_model_parts(plan, test_models, work, image, max_tokens, rpc)
     rpc_checks: list[Check] = []
-    if run.python and "rpc" in plan:
-        _progress(platform, f"running the Python driver {runner}, with two RPC workers")
-        data, diagnostic, rpc_checks = _run_with_rpc(
-            command, plan, lib_dir, bindings_parent, work, env
-        )
-        refusal = PYTHON_REFUSAL
-    elif run.python:
-        _progress(platform, f"running the Python driver {runner}{device_note}")
-        data, diagnostic = run_driver(command, plan, bindings_parent, work, env)
+    if run.python:
+        how = ", with two RPC workers" if "rpc" in plan else device_note
+        _progress(platform, f"running the Python driver {runner}{how}")
+        if "rpc" in plan:
+            run_rpc = _run_with_rpc(command, plan, lib_dir, bindings_parent, work, env)
+            data, diagnostic, rpc_checks = run_rpc
+        else:
+            data, diagnostic = run_driver(command, plan, bindings_parent, work, env)
         refusal = PYTHON_REFUSAL
     else:
         from generator.smoke.c_driver import run_c_driver
@@ -698,9 +709,24 @@ def run_smoke(
     if not data.get("ok"):
         return SmokeReport(platform, FAILED, f"the driver failed:\n{data.get('error', '')}", runner)
     checks, rows = check_results(data, strict_partial=model is None, refusal=refusal)
+    return _report(platform, backend, runner, plan, data, work, checks + rpc_checks, rows)
+
+
+def _report(
+    platform: str,
+    backend: str,
+    runner: str,
+    plan: dict[str, Any],
+    data: dict[str, Any],
+    work: Path,
+    checks: list[Check],
+    rows: list[MetricsRow],
+) -> SmokeReport:
+    """The report: ``checks`` and ``rows`` with the plan's parts' and (GPU backends) the
+    device's."""
     more_checks, more_rows, notes = _part_checks(plan, data)
-    checks += more_checks + rpc_checks
-    rows += more_rows
+    checks = [*checks, *more_checks]
+    rows = [*rows, *more_rows]
     if backend != "cpu":
         stderr = (work / "driver-stderr.log").read_text(encoding="utf-8", errors="replace")
         device_checks, device = offload_checks(backend, data, stderr)

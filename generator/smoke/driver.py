@@ -12,9 +12,10 @@ Plan: ``{"lib_dir": str, "max_tokens": int, "n_ctx": int, "draft_token_max": int
 "max_tokens": int, "n_ctx": int} (optional)}``: the strategies part generates greedily on one
 model without speculation, then with each run's strategies (``draft``: the draft model's path);
 the media part generates after an image (through the model's projector, libmtmd) without and
-with draft-mtp; the RPC part (``"rpc": {"path", "draft", "prompt", "max_tokens", "n_ctx",
-"draft_token_max", "n_gpu_layers", "servers": [endpoint], "refuse": {name: endpoint}}``,
-optional) generates with the target local and split over the servers, and loads onto each
+with draft-mtp; the RPC part (``"rpc": {"path", "prompt", "max_tokens", "n_ctx",
+"draft_token_max", "n_gpu_layers", "runs": [{"name", "strategies", "draft"}], "servers":
+[endpoint], "refuse": {name: endpoint}}``, optional) generates each run with the target local and
+split over the servers, and loads onto each
 endpoint to refuse; with ``"only": "rpc-lost"`` the driver only generates split over the servers
 and kills the worker ``rpc.kill_pid`` after the first token (llama.cpp then ends the process).
 The result names the compute devices ggml sees.
@@ -179,24 +180,22 @@ def _media(runtime: Any, libs: Any, plan: dict[str, Any]) -> dict[str, Any]:
 
 
 def _rpc_generate(
-    runtime: Any, libs: Any, part: dict[str, Any], kind: str, servers: list[str] | None
+    runtime: Any, libs: Any, part: dict[str, Any], run: dict[str, Any], servers: list[str] | None
 ) -> list[int]:
-    """One greedy generation of the RPC part: ``kind`` ``plain``, ``draft-mtp`` or
-    ``draft-simple`` (its draft model local); the target split over ``servers`` (None: local)."""
+    """One greedy generation of the RPC part: ``run``'s strategies (none: plain; its draft model
+    local), the target split over ``servers`` (None: local)."""
     split: dict[str, Any] = {}
     if servers is not None:
         split = {"rpc_servers": servers, "n_gpu_layers": int(part["n_gpu_layers"])}
         split["tensor_split"] = [1.0] * len(servers)
-    draft = (
-        runtime.Model(part["draft"], libs=libs, verbose=True) if kind == "draft-simple" else None
-    )
+    draft = runtime.Model(run["draft"], libs=libs, verbose=True) if run.get("draft") else None
     try:
         spec = runtime.SpeculativeDecoding(
-            strategies=() if kind == "plain" else (kind,),
+            strategies=tuple(run["strategies"]),
             draft_model=draft,
             draft_token_max=int(part["draft_token_max"]),
         )
-        load_mtp = kind == "draft-mtp"
+        load_mtp = runtime.SpeculativeMode.DRAFT_MTP in spec.kinds
         with runtime.Model(part["path"], load_mtp=load_mtp, libs=libs, verbose=True, **split) as m:
             with runtime.Context(m, n_ctx=int(part["n_ctx"]), speculative=spec) as ctx:
                 return list(ctx.generate(part["prompt"], max_tokens=int(part["max_tokens"])).tokens)
@@ -225,10 +224,10 @@ def _rpc(runtime: Any, libs: Any, plan: dict[str, Any]) -> dict[str, Any]:
     part = plan["rpc"]
     servers = list(part["servers"])
     out: dict[str, Any] = {"runs": {}}
-    for kind in ("plain", "draft-mtp", "draft-simple"):
-        out["runs"][kind] = {
-            "local": _rpc_generate(runtime, libs, part, kind, None),
-            "split": _rpc_generate(runtime, libs, part, kind, servers),
+    for run in part["runs"]:
+        out["runs"][run["name"]] = {
+            "local": _rpc_generate(runtime, libs, part, run, None),
+            "split": _rpc_generate(runtime, libs, part, run, servers),
         }
     listed = runtime.list_devices(libs, rpc_servers=servers)
     out["devices"] = [

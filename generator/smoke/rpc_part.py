@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from generator.emit import PACKAGE_NAME
+from generator.emit.wrapper_contract import STRATEGY_PREFIX, strategy_name
 from generator.progress import ticking
 
 WORKERS = 2
@@ -79,7 +81,7 @@ def workers(
     try:
         for index in range(WORKERS):
             port = free_port()
-            args = [*command, "-m", "llama_bindings", "rpc-server", "--port", str(port)]
+            args = [*command, "-m", PACKAGE_NAME, "rpc-server", "--port", str(port)]
             args += ["--threads", "1"]
             if lib_dir is not None:
                 args += ["--lib-dir", str(lib_dir.resolve())]
@@ -138,10 +140,17 @@ def other_version_server() -> Iterator[str]:
 def rpc_plan(
     target: str, draft: str, prompt: list[int], max_tokens: int, draft_max: int
 ) -> dict[str, Any]:
-    """The part's models and sizes (servers and refusals are added once they are running)."""
+    """The part's models, runs and sizes (servers and refusals are added once they are
+    running): plain, draft-mtp, and draft-simple with ``draft`` (strategy names by the wrapper
+    header's rule)."""
+    mtp, simple = (strategy_name(STRATEGY_PREFIX + m) for m in ("DRAFT_MTP", "DRAFT_SIMPLE"))
     return {
         "path": target,
-        "draft": draft,
+        "runs": [
+            {"name": "plain", "strategies": [], "draft": None},
+            {"name": mtp, "strategies": [mtp], "draft": None},
+            {"name": simple, "strategies": [simple], "draft": draft},
+        ],
         "prompt": prompt,
         "max_tokens": max_tokens,
         "n_ctx": 512,

@@ -23,15 +23,13 @@ import time
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .._about import RPC_PROTOCOL_VERSION
 from ..errors import LlamaRpcError, LlamaRpcVersionError, LlamaUnsupportedError
+from ..loader import Libraries, load
 from ..params import MODEL_PARAMS, enum_name, require_field
 from ..rpc_protocol import DEFAULT_TIMEOUT, Endpoint, Version, check_server, parse_endpoint
-
-if TYPE_CHECKING:
-    from ..loader import Libraries
 
 
 @dataclass(frozen=True)
@@ -189,8 +187,6 @@ def list_devices(
     """Every device of this machine ggml knows, then those of each RPC server in
     ``rpc_servers`` (each checked first, as ``Model(rpc_servers=...)`` does), with their
     memory."""
-    from ..loader import load
-
     opened = libs if libs is not None else load(lib_dir)
     listed = [
         describe(opened, opened.ggml.ggml_backend_dev_get(index))

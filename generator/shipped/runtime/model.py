@@ -26,6 +26,7 @@ from ..params import (
     set_field,
     tensor_split_array,
 )
+from ..rpc_protocol import Endpoint
 from .adapters import LoraAdapter
 from .devices import (
     CONNECTIONS,
@@ -165,18 +166,10 @@ class Model:
             params.split_mode = choose(
                 self.ffi, "llama_split_mode", "LLAMA_SPLIT_MODE_", "split_mode", split_mode
             )
-        for name, flag in flags.items():
-            if flag is not None:
-                set_field(self.ffi, params, MODEL_PARAMS, name, flag, name)
-        apply_load_options(self.ffi, params, load_flags, load_mode)
-        if lazy_mode is not None:
-            value = choose(self.ffi, "llama_lazy_mode", "LLAMA_LAZY_MODE_", "lazy_mode", lazy_mode)
-            set_field(self.ffi, params, MODEL_PARAMS, "lazy_mode", value, "lazy_mode")
+        self._set_flags(params, flags, load_flags, load_mode, lazy_mode)
         self._arrays = self._set_arrays(params, split, overrides)
         if endpoints:
-            offload = [*connect_servers(self.libs, endpoints), *local_offload_devices(self.libs)]
-            self._arrays.append(device_array(self.libs, offload))
-            params.devices = self._arrays[-1]
+            self._set_devices(params, endpoints)
         if load_mtp and LOAD_MTP_PARAM:
             params.load_mtp = True  # (releases before load_mtp always load the NextN layers)
         self._vocab_only = bool(params.vocab_only)
@@ -189,6 +182,30 @@ class Model:
             except BaseException:
                 self.close()
                 raise
+
+    def _set_flags(
+        self,
+        params: Any,
+        flags: Mapping[str, bool | None],
+        load_flags: Mapping[str, bool | None],
+        load_mode: str | None,
+        lazy_mode: str | None,
+    ) -> None:
+        """The flags given (None: llama.cpp's default), the load mode and the lazy mode."""
+        for name, flag in flags.items():
+            if flag is not None:
+                set_field(self.ffi, params, MODEL_PARAMS, name, flag, name)
+        apply_load_options(self.ffi, params, load_flags, load_mode)
+        if lazy_mode is not None:
+            value = choose(self.ffi, "llama_lazy_mode", "LLAMA_LAZY_MODE_", "lazy_mode", lazy_mode)
+            set_field(self.ffi, params, MODEL_PARAMS, "lazy_mode", value, "lazy_mode")
+
+    def _set_devices(self, params: Any, endpoints: Sequence[Endpoint]) -> None:
+        """The RPC servers' devices (each server checked first), then this machine's GPUs, as
+        ``params.devices``; the model keeps the array."""
+        offload = [*connect_servers(self.libs, endpoints), *local_offload_devices(self.libs)]
+        self._arrays.append(device_array(self.libs, offload))
+        params.devices = self._arrays[-1]
 
     def _set_arrays(
         self, params: Any, split: Sequence[float] | None, overrides: dict[str, KvOverride] | None
