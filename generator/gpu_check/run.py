@@ -28,6 +28,7 @@ from generator.gpu_check.report import NOT_RUN, Report, overall_status
 from generator.ir.interface import Interface
 from generator.native.build import BuildResult, backend_missing_tools, build_native, cuda_compiler
 from generator.platforms import host_platform_name
+from generator.releases import UNKNOWN_COMMIT
 from generator.smoke.devices import driver_missing_reason
 from generator.sources.digest import tree_digest
 from generator.sources.extract import safe_extract
@@ -97,7 +98,15 @@ def bindings_interface(bindings: Path, tree: Tree) -> Interface:
     """The committed bindings' interface (``ir.json``), made from ``tree``'s commit."""
     package = bindings / PACKAGE_NAME
     manifest = json.loads((package / "abi_manifest.json").read_text(encoding="utf-8"))
-    if manifest.get("commit") != tree.commit_label:
+    # a tree whose source states no commit (a PyPI sdist) is named by its tag: the kit's trimmed
+    # copy names another source in its label, so only a known commit is compared
+    same = (
+        manifest.get("commit") == tree.commit
+        if tree.commit
+        else manifest.get("tag") == tree.tag
+        and str(manifest.get("commit")).startswith(UNKNOWN_COMMIT)
+    )
+    if not same:
         raise UsageError(
             f"{package} is for commit {manifest.get('commit')}, the kit's tree is "
             f"{tree.commit_label}: prepare the kit from the pinned tree"

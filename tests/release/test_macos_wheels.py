@@ -129,7 +129,7 @@ def test_a_macos_wheel_resolves_inside_itself(macos_wheel: Path, tmp_path: Path)
     lib = tmp_path / "llama_bindings" / "lib"
     shipped = sorted(p.name for p in lib.iterdir())
     assert shipped == [
-        "libggml-base.0.dylib", "libggml-cpu.0.dylib", "libggml.0.dylib",
+        "libggml-base.0.dylib", "libggml-cpu.0.dylib", "libggml-rpc.0.dylib", "libggml.0.dylib",
         "libllama.0.dylib", "libllama_bindgen_abi.dylib", "libllama_mtp.dylib",
         "libmtmd.0.dylib",
     ]  # fmt: skip
@@ -156,7 +156,7 @@ def test_the_bindings_loader_finds_the_wheel_s_library_names(
         "from llama_bindings import loader\n"
         "lib = Path(sys.argv[1])\n"
         "found = {}\n"
-        "for stem in ('llama', 'ggml', 'ggml-base', 'ggml-cpu', 'llama_mtp', 'mtmd'):\n"
+        "for stem in ('llama', 'ggml', 'ggml-base', 'ggml-cpu', 'ggml-rpc', 'llama_mtp', 'mtmd'):\n"
         "    names = loader.file_names(stem, 'darwin')\n"
         "    hits = [p.name for n in names for p in sorted(lib.glob(n))]\n"
         "    found[stem] = hits[0] if hits else None\n"
@@ -169,6 +169,6 @@ def test_the_bindings_loader_finds_the_wheel_s_library_names(
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == str({
         "llama": "libllama.0.dylib", "ggml": "libggml.0.dylib", "ggml-base": "libggml-base.0.dylib",
-        "ggml-cpu": "libggml-cpu.0.dylib", "llama_mtp": "libllama_mtp.dylib",
-        "mtmd": "libmtmd.0.dylib",
+        "ggml-cpu": "libggml-cpu.0.dylib", "ggml-rpc": "libggml-rpc.0.dylib",
+        "llama_mtp": "libllama_mtp.dylib", "mtmd": "libmtmd.0.dylib",
     })  # fmt: skip

@@ -29,4 +29,4 @@ def test_pinned_release_verifies_with_sha256sum(
         if a["kind"] == "native"
     }
     assert natives == set(recorded)
-    assert assets["commit"] == pinned().commit
+    assert assets["commit"] == pinned().commit_label  # the commit, or "unknown (<source>)"
