@@ -5,7 +5,10 @@ and on Gemma 3 270M Q4_K_M; plain and with draft-mtp (test model only: Gemma 3 h
 head). Each run is a process of its own (``bench.rpc_worker``): the model's load time and the
 generation's tokens per second are measured inside it; the ratios split / local are taken per
 repeat between runs measured side by side. The workers run for the whole section, so a split
-run's load includes sending the weights (no tensor cache).
+run's load includes sending the weights (no tensor cache). Both sides load with
+``use_extra_bufts=False``: a worker's CPU device keeps the weights in the file's layout (ggml's
+repacked CPU layouts do not go through RPC), so a local run with them computes a quantized model
+differently in the last bits and may pick other greedy tokens.
 
 Loopback has no network latency and the workers share this machine's cores with the client: the
 figures are the protocol's own overhead (serialisation, one request per graph split), not a

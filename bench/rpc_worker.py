@@ -21,7 +21,9 @@ def main(spec: dict[str, Any]) -> dict[str, Any]:
     mtp = spec["mode"] == "draft-mtp"
     mode = SpeculativeMode.DRAFT_MTP if mtp else SpeculativeMode.NONE
     start = time.perf_counter()
-    with Model(spec["model"], libs=libs, load_mtp=mtp, **split) as model:
+    # no repacked CPU weight layouts on either side: a worker's CPU device keeps the file's
+    # layout, and the local run must compute the same way for the outputs to be comparable
+    with Model(spec["model"], libs=libs, load_mtp=mtp, use_extra_bufts=False, **split) as model:
         load_s = time.perf_counter() - start
         with Context(model, n_ctx=512, n_threads=spec["threads"],
                      speculative=SpeculativeDecoding(mode)) as ctx:  # fmt: skip

@@ -8,6 +8,11 @@ from __future__ import annotations
 
 import importlib
 import math
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -99,3 +104,41 @@ def log_softmax_after(runtime: Any, model: Any, prompt: list[int]) -> list[float
     peak = max(logits)
     total = peak + math.log(math.fsum(math.exp(x - peak) for x in logits))
     return [x - total for x in logits]
+
+
+def free_port() -> int:
+    with socket.create_server(("127.0.0.1", 0)) as probe:
+        return int(probe.getsockname()[1])
+
+
+def worker_env(host_build: BuildResult) -> dict[str, str]:
+    env = dict(os.environ, PYTHONPATH=str(BINDINGS_PARENT))
+    env["LLAMA_BINDGEN_LIB_DIR"] = str(host_build.lib_dir)
+    return env
+
+
+@pytest.fixture(scope="module")
+def rpc_servers(
+    runtime: Any, host_build: BuildResult, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[list[str]]:
+    """Two workers; their output kept in the test's temporary folder."""
+    logs = tmp_path_factory.mktemp("rpc-workers")
+    ports = [free_port() for _ in range(2)]
+    processes = []
+    for port in ports:
+        args = [sys.executable, "-m", "llama_bindings", "rpc-server", "--port", str(port)]
+        with (logs / f"{port}.log").open("wb") as out:
+            process = subprocess.Popen(
+                [*args, "--threads", "1"], stdout=out, stderr=subprocess.STDOUT,
+                env=worker_env(host_build),
+            )  # fmt: skip
+        processes.append(process)
+    endpoints = [f"127.0.0.1:{port}" for port in ports]
+    try:
+        for endpoint in endpoints:
+            assert runtime.wait_for_rpc_server(endpoint, timeout=60) == (8, 0, 0)
+        yield endpoints
+    finally:
+        for process in processes:
+            process.terminate()
+            process.wait(timeout=30)

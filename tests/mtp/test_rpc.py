@@ -6,19 +6,17 @@ test_smoke.py, adds the lost-worker and other-version cases on every Python plat
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from generator.native.build import BuildResult
-from tests.mtp.conftest import BINDINGS_PARENT
+from tests.mtp.conftest import free_port, worker_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]
 
@@ -27,44 +25,6 @@ MAX_TOKENS = 32
 # the last three layers on the workers (the test model's trunk layer 1 and NextN layer on the
 # first, the output on the second); its first trunk layer and the embeddings on this machine
 SPLIT = {"n_gpu_layers": 3, "tensor_split": [1.0, 1.0]}
-
-
-def _free_port() -> int:
-    with socket.create_server(("127.0.0.1", 0)) as probe:
-        return int(probe.getsockname()[1])
-
-
-def _worker_env(host_build: BuildResult) -> dict[str, str]:
-    env = dict(os.environ, PYTHONPATH=str(BINDINGS_PARENT))
-    env["LLAMA_BINDGEN_LIB_DIR"] = str(host_build.lib_dir)
-    return env
-
-
-@pytest.fixture(scope="module")
-def servers(
-    runtime: Any, host_build: BuildResult, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[list[str]]:
-    """Two workers; their output kept in the test's temporary folder."""
-    logs = tmp_path_factory.mktemp("rpc-workers")
-    ports = [_free_port() for _ in range(2)]
-    processes = []
-    for port in ports:
-        args = [sys.executable, "-m", "llama_bindings", "rpc-server", "--port", str(port)]
-        with (logs / f"{port}.log").open("wb") as out:
-            process = subprocess.Popen(
-                [*args, "--threads", "1"], stdout=out, stderr=subprocess.STDOUT,
-                env=_worker_env(host_build),
-            )  # fmt: skip
-        processes.append(process)
-    endpoints = [f"127.0.0.1:{port}" for port in ports]
-    try:
-        for endpoint in endpoints:
-            assert runtime.wait_for_rpc_server(endpoint, timeout=60) == (8, 0, 0)
-        yield endpoints
-    finally:
-        for process in processes:
-            process.terminate()
-            process.wait(timeout=30)
 
 
 def _generate(
@@ -85,10 +45,14 @@ def local_tokens(runtime: Any, libs: Any, models: dict[str, Path]) -> list[int]:
 
 
 def test_plain_generation_split_over_two_workers_equals_local(
-    runtime: Any, libs: Any, models: dict[str, Path], servers: list[str], local_tokens: list[int]
+    runtime: Any,
+    libs: Any,
+    models: dict[str, Path],
+    rpc_servers: list[str],
+    local_tokens: list[int],
 ) -> None:
     spec = runtime.SpeculativeDecoding()
-    assert _generate(runtime, libs, models["partial"], spec, False, servers) == local_tokens
+    assert _generate(runtime, libs, models["partial"], spec, False, rpc_servers) == local_tokens
 
 
 @pytest.mark.parametrize(
@@ -100,7 +64,7 @@ def test_every_speculative_mode_with_a_split_target_equals_local(
     runtime: Any,
     libs: Any,
     models: dict[str, Path],
-    servers: list[str],
+    rpc_servers: list[str],
     local_tokens: list[int],
     kind: str,
 ) -> None:
@@ -109,7 +73,7 @@ def test_every_speculative_mode_with_a_split_target_equals_local(
     draft = runtime.Model(models["draft"], libs=libs) if kind == "draft-simple" else None
     try:
         spec = runtime.SpeculativeDecoding(strategies=(kind,), draft_model=draft, draft_token_max=8)
-        tokens = _generate(runtime, libs, models["partial"], spec, kind == "draft-mtp", servers)
+        tokens = _generate(runtime, libs, models["partial"], spec, kind == "draft-mtp", rpc_servers)
     finally:
         if draft is not None:
             draft.close()
@@ -117,32 +81,34 @@ def test_every_speculative_mode_with_a_split_target_equals_local(
 
 
 def test_the_workers_devices_are_listed_with_their_memory(
-    runtime: Any, libs: Any, servers: list[str]
+    runtime: Any, libs: Any, rpc_servers: list[str]
 ) -> None:
-    listed = runtime.list_devices(libs, rpc_servers=servers)
+    listed = runtime.list_devices(libs, rpc_servers=rpc_servers)
     local = [d for d in listed if not d.endpoint]
     remote = [d for d in listed if d.endpoint]
     assert [d.type for d in local] == ["cpu"]
-    assert sorted(d.endpoint for d in remote) == sorted(servers)
+    assert sorted(d.endpoint for d in remote) == sorted(rpc_servers)
     for device in remote:
         assert device.name.startswith("RPC") and device.description == device.endpoint
         assert 0 < device.memory_free <= device.memory_total
 
 
 def test_two_live_models_share_a_worker(
-    runtime: Any, libs: Any, models: dict[str, Path], servers: list[str]
+    runtime: Any, libs: Any, models: dict[str, Path], rpc_servers: list[str]
 ) -> None:
     """The worker serves one client, this process: the second model is not checked again (the
     check would wait on the busy server) and loads over the same connection."""
-    with runtime.Model(models["agree"], libs=libs, rpc_servers=servers[:1], n_gpu_layers=1) as a:
-        with runtime.Model(models["plain"], libs=libs, rpc_servers=servers[:1], n_gpu_layers=1):
+    with runtime.Model(
+        models["agree"], libs=libs, rpc_servers=rpc_servers[:1], n_gpu_layers=1
+    ) as a:
+        with runtime.Model(models["plain"], libs=libs, rpc_servers=rpc_servers[:1], n_gpu_layers=1):
             assert not a.closed
 
 
 def test_a_port_where_nothing_listens_is_refused_and_the_process_goes_on(
     runtime: Any, libs: Any, models: dict[str, Path]
 ) -> None:
-    nowhere = f"127.0.0.1:{_free_port()}"
+    nowhere = f"127.0.0.1:{free_port()}"
     with pytest.raises(runtime.LlamaRpcUnreachableError, match=nowhere):
         runtime.Model(models["plain"], libs=libs, rpc_servers=[nowhere], n_gpu_layers=1)
 
@@ -152,17 +118,17 @@ def test_a_worker_refuses_a_port_in_use(host_build: BuildResult) -> None:
         port = taken.getsockname()[1]
         proc = subprocess.run(
             [sys.executable, "-m", "llama_bindings", "rpc-server", "--port", str(port)],
-            capture_output=True, text=True, env=_worker_env(host_build), timeout=60, check=False,
+            capture_output=True, text=True, env=worker_env(host_build), timeout=60, check=False,
         )  # fmt: skip
     assert proc.returncode == 1
     assert f"cannot listen on 127.0.0.1:{port}" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_sigterm_stops_a_worker(host_build: BuildResult, runtime: Any) -> None:
-    port = _free_port()
+    port = free_port()
     worker = subprocess.Popen(
         [sys.executable, "-m", "llama_bindings", "rpc-server", "--port", str(port)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=_worker_env(host_build),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=worker_env(host_build),
     )  # fmt: skip
     try:
         runtime.wait_for_rpc_server(f"127.0.0.1:{port}", timeout=60)
