@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.stats import Series, log, ratio_series, run_measured
+from generator.smoke.rpc_part import free_port
 
 PROMPT = "The lighthouse on Gull Point had been dark for eleven years when"
 TEST_PROMPT = [*range(10, 30)]
@@ -45,11 +45,6 @@ class Setup:
     threads: int
 
 
-def _free_port() -> int:
-    with socket.create_server(("127.0.0.1", 0)) as probe:
-        return int(probe.getsockname()[1])
-
-
 @contextmanager
 def workers(setup: Setup, logs: Path) -> Iterator[list[str]]:
     env = dict(os.environ, PYTHONPATH=str(setup.bindings))
@@ -58,7 +53,7 @@ def workers(setup: Setup, logs: Path) -> Iterator[list[str]]:
     endpoints: list[str] = []
     try:
         for index in range(WORKERS):
-            port = _free_port()
+            port = free_port()
             args = [sys.executable, "-m", "llama_bindings", "rpc-server", "--port", str(port)]
             with (logs / f"worker-{index}.log").open("wb") as out:
                 started.append(

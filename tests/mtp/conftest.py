@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib
 import math
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,6 +19,7 @@ import pytest
 
 from generator.errors import BindgenError
 from generator.native.build import BuildResult, build_native
+from generator.smoke.rpc_part import free_port as free_port
 from tests.runtime.conftest import BINDINGS_PARENT as BINDINGS_PARENT
 from tests.runtime.conftest import committed_runtime
 
@@ -104,11 +104,6 @@ def log_softmax_after(runtime: Any, model: Any, prompt: list[int]) -> list[float
     peak = max(logits)
     total = peak + math.log(math.fsum(math.exp(x - peak) for x in logits))
     return [x - total for x in logits]
-
-
-def free_port() -> int:
-    with socket.create_server(("127.0.0.1", 0)) as probe:
-        return int(probe.getsockname()[1])
 
 
 def worker_env(host_build: BuildResult) -> dict[str, str]:
