@@ -20,7 +20,10 @@ The checks run on the host over either driver's results:
 * with the test models, the other strategies: draft-simple (with the ``draft`` test model), each
   n-gram strategy and an n-gram + draft-mtp mix, on a prompt that repeats itself: output
   identical to plain greedy output, and every strategy of a run drafted and had drafts accepted
-  (both drivers).
+  (both drivers),
+* on CPU builds, the RPC part (both drivers; :mod:`generator.smoke.rpc_part`): the target split
+  over two loopback workers of the build equals the local run, a dead port and another protocol
+  version are refused, a worker lost mid-generation ends the client.
 
 A platform whose programs cannot run here is ``not-run`` with the reason, never passed.
 """
@@ -397,7 +400,9 @@ def _run_with_rpc(
     from generator.smoke import rpc_part
 
     with (
-        rpc_part.workers(command, lib_dir, bindings_parent, work) as started,
+        rpc_part.workers(
+            *rpc_part.python_worker(command, lib_dir, bindings_parent), work
+        ) as started,
         rpc_part.other_version_server() as other,
     ):
         servers = [w.endpoint for w in started]
@@ -417,8 +422,25 @@ def _run_with_rpc(
         (work / "driver-rpc-lost-stderr.log").write_text(lost.stderr, encoding="utf-8")
     checks = [rpc_part.lost_worker_check(lost)]
     if data is not None and "rpc" in data:
-        checks = rpc_part.rpc_checks(data["rpc"], stderr, servers) + checks
+        refusals = rpc_part.PYTHON_REFUSALS
+        checks = rpc_part.rpc_checks(data["rpc"], stderr, servers, refusals) + checks
     return data, diagnostic, checks
+
+
+def _c_driver_rpc_checks(part: dict[str, Any], work: Path) -> list[Check]:
+    """The C driver's RPC part judged as the Python driver's is, but for the refusals: where
+    the runtime cannot run, llama.cpp's own end of the process is the record. The split runs'
+    log and the lost worker's are kept in ``work``; ``part`` keeps only what is JSON."""
+    from generator.smoke import rpc_part
+
+    if "absent" in part:
+        return rpc_part.rpc_checks(part, "", [], rpc_part.C_REFUSALS)
+    stderr, lost, servers = part.pop("stderr"), part.pop("lost"), part["servers"]
+    (work / "driver-stderr.log").write_text(stderr, encoding="utf-8")
+    if lost is not None:
+        (work / "driver-rpc-lost-stderr.log").write_text(lost.stderr, encoding="utf-8")
+    checks = rpc_part.rpc_checks(part, stderr, servers, rpc_part.C_REFUSALS)
+    return [*checks, rpc_part.lost_worker_check(lost)]
 
 
 def run_driver(
@@ -684,8 +706,8 @@ def run_smoke(
     test_models = {} if model is not None else _test_models(work / "models", vocabulary, models_dir)
     plan["models"] = _models(model, test_models)
     if model is None:
-        # the RPC part: where the Python driver runs a CPU build (not the C driver, not GPUs yet)
-        rpc = run.python and backend == "cpu"
+        # the RPC part: on CPU builds (not GPUs yet), by either driver
+        rpc = backend == "cpu"
         _test_model_parts(plan, test_models, work, image, max_tokens, rpc)
     rpc_checks: list[Check] = []
     if run.python:
@@ -704,6 +726,8 @@ def run_smoke(
         _progress(platform, f"running the C driver {run.how}")
         data, diagnostic = run_c_driver(plat, run, plan, work)
         refusal = C_REFUSAL
+        if data is not None and "rpc" in data:
+            rpc_checks = _c_driver_rpc_checks(data["rpc"], work)
     if data is None:
         return SmokeReport(platform, FAILED, f"the driver printed no result ({diagnostic})", runner)
     if not data.get("ok"):

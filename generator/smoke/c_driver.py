@@ -16,11 +16,12 @@ from generator.native.host import host_toolchain
 from generator.platforms import Execution, Platform
 from generator.progress import ticking
 from generator.smoke import driver_result
-from generator.sources import mtmd_api
+from generator.sources import mtmd_api, rpc_api
 
 MTMD_STEM = mtmd_api.LIBRARY
 
 SOURCE = Path(__file__).resolve().with_name("mtp_smoke.c")
+RPC_SOURCE = SOURCE.with_name("mtp_smoke_rpc.c")  # with mtp_smoke_rpc.h: the RPC part
 N_THREADS = 2
 RUN_TIMEOUT_S = 1800
 
@@ -37,6 +38,13 @@ def media_absent(plat: Platform, lib_dir: Path) -> str | None:
     return None
 
 
+def rpc_absent(plat: Platform, lib_dir: Path) -> str | None:
+    """Why the driver's RPC part cannot be built for this build (None: it can)."""
+    if not (lib_dir / plat.library_file(rpc_api.STEM)).is_file():
+        return "the build has no libggml-rpc"
+    return None
+
+
 def _compile(plat: Platform, lib_dir: Path, out: Path) -> tuple[Path | None, str]:
     """Compile the driver into ``out`` with the libraries' DLLs or shared objects beside it
     (with the media part where the build's libmtmd allows)."""
@@ -47,10 +55,14 @@ def _compile(plat: Platform, lib_dir: Path, out: Path) -> tuple[Path | None, str
     media = media_absent(plat, lib_dir) is None
     if media:
         stems = (MTMD_STEM, *stems)
+    rpc = rpc_absent(plat, lib_dir) is None
+    if rpc:
+        stems = (rpc_api.STEM, *stems)
     argv = [
         host_toolchain(plat).c_compiler, "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror",
-        *(["-DLLAMA_SMOKE_MTMD"] if media else []),
-        f"-I{include}", str(SOURCE), "-o", str(exe), *link_arguments(plat, lib_dir, stems),
+        *(["-DLLAMA_SMOKE_MTMD"] if media else []), *(["-DLLAMA_SMOKE_RPC"] if rpc else []),
+        f"-I{include}", str(SOURCE), *([str(RPC_SOURCE)] if rpc else []), "-o", str(exe),
+        *link_arguments(plat, lib_dir, stems),
     ]  # fmt: skip
     proc = subprocess.run(argv, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
@@ -85,7 +97,7 @@ def _run_model(
     if not isinstance(prompt, list):
         return None, "the C driver takes token-id prompts only (a real model needs the Python one)"
     argv = [
-        *run.prefix, str(exe), run.program_path(Path(entry["path"])), str(plan["max_tokens"]),
+        run.program_path(Path(entry["path"])), str(plan["max_tokens"]),
         str(plan["n_ctx"]), str(plan["draft_token_max"]), str(N_THREADS),
         "1" if entry["expect_unsupported"] else "0", ",".join(str(int(t)) for t in prompt),
     ]  # fmt: skip
@@ -95,17 +107,35 @@ def _run_model(
     return _run_driver(run, exe, argv, log, entry["name"])
 
 
-def _run_driver(
-    run: Execution, exe: Path, argv: list[str], log: Path, what: str
-) -> tuple[dict[str, Any] | None, str]:
-    """One driver run (``argv``, the platform's prefix first), logged; its result."""
+def run_program(
+    run: Execution, exe: Path, args: list[str], log: Path, what: str, timeout: float = RUN_TIMEOUT_S
+) -> subprocess.CompletedProcess[str] | None:
+    """``exe args`` the platform's way (``run``'s prefix first), logged; None when it ran past
+    ``timeout``."""
+    argv = [*run.prefix, str(exe), *args]
     with ticking(f"smoke: the C driver runs {run.how} ({what})"):
-        proc = subprocess.run(
-            argv, capture_output=True, text=True, check=False, timeout=RUN_TIMEOUT_S,
-            env={**os.environ, **run.env}, cwd=exe.parent,
-        )  # fmt: skip
+        try:
+            proc = subprocess.run(
+                argv, capture_output=True, text=True, check=False, timeout=timeout,
+                env={**os.environ, **run.env}, cwd=exe.parent,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            proc = None
     with log.open("a", encoding="utf-8") as fh:
-        fh.write(f"$ {' '.join(argv)}\nexit {proc.returncode}\n{proc.stdout}{proc.stderr}\n")
+        if proc is None:
+            fh.write(f"$ {' '.join(argv)}\nno end within {timeout} s\n")
+        else:
+            fh.write(f"$ {' '.join(argv)}\nexit {proc.returncode}\n{proc.stdout}{proc.stderr}\n")
+    return proc
+
+
+def _run_driver(
+    run: Execution, exe: Path, args: list[str], log: Path, what: str
+) -> tuple[dict[str, Any] | None, str]:
+    """One driver run, logged; its result."""
+    proc = run_program(run, exe, args, log, what)
+    if proc is None:
+        return None, f"{what}: no end within {RUN_TIMEOUT_S} s"
     return driver_result(proc, what)
 
 
@@ -144,6 +174,14 @@ def run_c_driver(
         if media is None:
             return None, problem
         out["media"] = media
+    if plan.get("rpc"):
+        absent = rpc_absent(plat, lib_dir)
+        if absent:
+            out["rpc"] = {"absent": absent}
+        else:
+            from generator.smoke.c_rpc import run_rpc_part
+
+            out["rpc"] = run_rpc_part(run, exe, plan, work, log)
     return out, ""
 
 
@@ -159,7 +197,7 @@ def _media(
         return {"absent": absent, "expected": expected}, ""
     part = plan["media"]
     argv = [
-        *run.prefix, str(exe), "--media", run.program_path(Path(part["path"])),
+        "--media", run.program_path(Path(part["path"])),
         run.program_path(Path(part["projector"])), run.program_path(Path(part["image"])),
         str(part["max_tokens"]), str(part["n_ctx"]), str(plan["draft_token_max"]),
         str(N_THREADS), part["prompt"],

@@ -17,6 +17,10 @@
  *   marker once; greedy generation after the image without and with draft-mtp, as the runtime's
  *   Context.generate(prompt, media=[image]) runs it.
  *
+ * usage (built with LLAMA_SMOKE_RPC, linked with libggml-rpc): mtp_smoke --rpc-serve ...,
+ *   mtp_smoke --rpc-devices ..., and mtp_smoke --rpc ENDPOINTS N_GPU_LAYERS ... before the usual
+ *   arguments: the RPC part, see mtp_smoke_rpc.c.
+ *
  * stdout: exactly one JSON line. Exit status 0 when the test ran (whatever its results), else 1
  * with {"ok": false, "error": "..."}; 2 on a usage error.
  */
@@ -34,6 +38,9 @@
 #    include "mtmd-helper.h"
 #    include "mtmd.h"
 #endif
+#ifdef LLAMA_SMOKE_RPC
+#    include "mtp_smoke_rpc.h"
+#endif
 
 /* ---------------------------------------------------------------- small utilities */
 
@@ -48,6 +55,15 @@ static void quiet_log(enum ggml_log_level level, const char * text, void * data)
     (void) text;
     (void) data;
 }
+
+#ifdef LLAMA_SMOKE_RPC
+/* llama.cpp's log on stderr (the RPC part: its buffer lines say where the weights went) */
+static void stderr_log(enum ggml_log_level level, const char * text, void * data) {
+    (void) level;
+    (void) data;
+    fputs(text, stderr);
+}
+#endif
 
 /* A growing text buffer; on allocation failure it stops growing and remembers it. */
 struct sbuf {
@@ -305,6 +321,9 @@ static void run_finish(struct run * r, enum finish f) {
 
 static void on_token(struct run * r, llama_token token) {
     r->streamed[r->n_streamed++] = token;
+#ifdef LLAMA_SMOKE_RPC
+    smoke_rpc_after_token();
+#endif
 }
 
 /* _Run.emit: record an accepted token; 0 when generation must end. */
@@ -368,10 +387,17 @@ struct options {
     int uses_mtp;             /* the strategies include draft-mtp */
 };
 
-static struct llama_model * load_path(const char * path, int load_mtp) {
+static struct llama_model * load_path(const char * path, int load_mtp, int split) {
     struct llama_model_params mp = llama_model_default_params();
     mp.n_gpu_layers = 0;
     mp.load_mtp = load_mtp != 0;
+#ifdef LLAMA_SMOKE_RPC
+    if (split) {
+        smoke_rpc_model_params(&mp);
+    }
+#else
+    (void) split;
+#endif
     struct llama_model * model = llama_model_load_from_file(path, mp);
     if (model == NULL) {
         set_failure("llama.cpp could not load the model %s (load_mtp %d)", path, load_mtp);
@@ -380,7 +406,7 @@ static struct llama_model * load_path(const char * path, int load_mtp) {
 }
 
 static struct llama_model * load_model(const struct options * o, int load_mtp) {
-    return load_path(o->model_path, load_mtp);
+    return load_path(o->model_path, load_mtp, 1);
 }
 
 static struct llama_context * new_context(struct llama_model * model, const struct options * o,
@@ -998,6 +1024,18 @@ int main(int argc, char ** argv) {
         return media_main(argc, argv);
     }
 #endif
+#ifdef LLAMA_SMOKE_RPC
+    if (argc > 1 && strcmp(argv[1], "--rpc-serve") == 0) {
+        return smoke_rpc_serve_main(argc, argv);
+    }
+    if (argc > 1 && strcmp(argv[1], "--rpc-devices") == 0) {
+        return smoke_rpc_devices_main(argc, argv);
+    }
+    if (!smoke_rpc_split_arguments(&argc, &argv, llama_max_devices())) {
+        print_failure("--rpc ENDPOINTS N_GPU_LAYERS: the servers could not be added");
+        return 2;
+    }
+#endif
     if (argc != 8 && argc != 10) {
         fprintf(stderr,
                 "usage: %s MODEL_PATH MAX_TOKENS N_CTX DRAFT_MAX N_THREADS EXPECT_UNSUPPORTED "
@@ -1045,6 +1083,11 @@ int main(int argc, char ** argv) {
     }
 
     llama_log_set(quiet_log, NULL);
+#ifdef LLAMA_SMOKE_RPC
+    if (smoke_rpc_active()) {
+        llama_log_set(stderr_log, NULL);
+    }
+#endif
     llama_backend_init();
 
     struct sbuf b = {0};
@@ -1087,7 +1130,7 @@ int main(int argc, char ** argv) {
     if (model == NULL) {
         goto end;
     }
-    if (o.draft_path != NULL && (draft = load_path(o.draft_path, 0)) == NULL) {
+    if (o.draft_path != NULL && (draft = load_path(o.draft_path, 0, 0)) == NULL) {
         goto end;
     }
     st_layers = llama_mtp_model_n_nextn_layers(model, &n_nextn);

@@ -1,15 +1,16 @@
-"""The smoke's RPC part, the host's side: two RPC workers from the build under test
-(``python -m llama_bindings rpc-server`` run by the platform's Python: natively or under qemu)
-on loopback, a stand-in server that answers the handshake as protocol 1.0.0 (no real worker of
-another version is at hand in a gate), a port where nothing listens, and the checks over what
-the driver (``driver.py``'s ``_rpc`` and ``_rpc_lost``) reports.
+"""The smoke's RPC part, the host's side: two RPC workers from the build under test on
+loopback (``python -m llama_bindings rpc-server`` run by the platform's Python, natively or under
+qemu; or, where only the C driver runs, the driver's ``--rpc-serve``: :mod:`generator.smoke.c_rpc`),
+a stand-in server that answers the handshake as protocol 1.0.0 (the gate has no real worker of
+another version at hand; ``tests/mtp/test_rpc.py`` runs one), a port where nothing listens, and
+the checks over what either driver reports.
 
 What is checked: greedy output with the target split over this machine and both workers equals
 the local run's, plain, with draft-mtp and with draft-simple (draft model local); llama.cpp put
-weights on both workers; the workers' devices are listed with their memory; the runtime refuses
-the dead port and the other version with its typed errors; and a worker killed mid-generation
-ends the client process (llama.cpp's ``GGML_ABORT``: the case the runtime cannot check first).
-"""
+weights on both workers; the workers' devices are listed with their memory; the dead port and the
+other version give the runtime's typed errors (the Python driver) or, where the runtime cannot
+run, end the process in llama.cpp (the C driver); and a worker killed mid-generation ends the
+client process (llama.cpp's ``GGML_ABORT``: the case the runtime cannot check first)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import struct
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,26 +69,38 @@ def _wait_until_listening(worker: Worker) -> None:
                        f"{STARTUP_TIMEOUT_S} s")  # fmt: skip
 
 
-@contextmanager
-def workers(
-    command: list[str], lib_dir: Path | None, bindings_parent: Path, work: Path
-) -> Iterator[list[Worker]]:
-    """``WORKERS`` RPC workers on 127.0.0.1, each a process of the platform's Python; stopped
-    (and their logs kept in ``work``) on leaving."""
+def python_worker(
+    command: list[str], lib_dir: Path | None, bindings_parent: Path
+) -> tuple[Callable[[int], list[str]], dict[str, str]]:
+    """A worker of the platform's Python (``python -m llama_bindings rpc-server``): its command
+    line for a port, and its environment."""
     env = {k: v for k, v in os.environ.items() if k not in ("LLAMA_BINDGEN_LIB_DIR", "PYTHONHOME")}
     env["PYTHONPATH"] = str(bindings_parent.resolve())
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+
+    def argv(port: int) -> list[str]:
+        args = [*command, "-m", PACKAGE_NAME, "rpc-server", "--port", str(port), "--threads", "1"]
+        return args + (["--lib-dir", str(lib_dir.resolve())] if lib_dir is not None else [])
+
+    return argv, env
+
+
+@contextmanager
+def workers(
+    argv: Callable[[int], list[str]], env: dict[str, str], work: Path, cwd: Path | None = None
+) -> Iterator[list[Worker]]:
+    """``WORKERS`` RPC workers on 127.0.0.1, each a process ``argv(port)`` (the Python
+    worker, :func:`python_worker`, or the C driver's ``--rpc-serve``); stopped (and their logs
+    kept in ``work``) on leaving."""
     started: list[Worker] = []
     try:
         for index in range(WORKERS):
             port = free_port()
-            args = [*command, "-m", PACKAGE_NAME, "rpc-server", "--port", str(port)]
-            args += ["--threads", "1"]
-            if lib_dir is not None:
-                args += ["--lib-dir", str(lib_dir.resolve())]
             log = work / f"rpc-worker-{index}.log"
             with log.open("wb") as out:
-                process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env)
+                process = subprocess.Popen(
+                    argv(port), stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd
+                )
             started.append(Worker(f"127.0.0.1:{port}", process, log))
         with ticking("smoke: the RPC workers start"):
             for worker in started:
@@ -162,8 +175,48 @@ def rpc_plan(
     }
 
 
-def rpc_checks(part: dict[str, Any], stderr: str, servers: list[str]) -> list[Any]:
-    """The checks over the driver's RPC result and llama.cpp's log of that run."""
+# what the runtime raises before llama.cpp is asked (the Python driver) ...
+PYTHON_REFUSALS = {
+    "nothing_listens": "LlamaRpcUnreachableError",
+    "other_version": "LlamaRpcVersionError",
+}
+# ... and, where only the C driver runs, what llama.cpp itself does: it ends the process
+ENDED = "process ended by llama.cpp"
+C_REFUSALS = dict.fromkeys(PYTHON_REFUSALS, ENDED)
+# abort() in a Windows program (MinGW's C runtime, under wine too) exits with status 3
+WINDOWS_ABORT_STATUS = 3
+
+
+@dataclass(frozen=True)
+class Ended:
+    """How a client process ended: its exit status (negative: a signal), output and platform."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    windows: bool = False
+
+    @property
+    def by_llama(self) -> bool:
+        """Ended by llama.cpp (GGML_ABORT, or SIGPIPE on a lost connection), not by the driver:
+        a signal on POSIX, abort()'s status on Windows."""
+        if self.windows:
+            return self.returncode == WINDOWS_ABORT_STATUS
+        return self.returncode < 0
+
+    def said(self) -> str:
+        """The last line of stderr about RPC or the abort."""
+        lines = [line.strip() for line in self.stderr.splitlines() if line.strip()]
+        hits = [line for line in lines if "RPC" in line or "abort" in line.lower()]
+        return (hits or lines or [""])[-1][:200]
+
+
+def rpc_checks(
+    part: dict[str, Any], stderr: str, servers: list[str], refusals: dict[str, str]
+) -> list[Any]:
+    """The checks over a driver's RPC result and llama.cpp's log of its split runs;
+    ``refusals``: what each refused endpoint must give (:data:`PYTHON_REFUSALS` or
+    :data:`C_REFUSALS`)."""
     from generator.smoke import Check
 
     if "absent" in part:
@@ -182,39 +235,34 @@ def rpc_checks(part: dict[str, Any], stderr: str, servers: list[str]) -> list[An
     shown = ", ".join(f"{d['name']}@{d['endpoint']} {d['memory_total']} B" for d in remote)
     every = sorted({d["endpoint"] for d in remote}) == sorted(servers)
     checks.append(Check("rpc: the workers' devices listed with memory", every, shown))
-    expected = {
-        "nothing_listens": "LlamaRpcUnreachableError",
-        "other_version": "LlamaRpcVersionError",
-    }
-    for name, error in expected.items():
+    for name, expected in refusals.items():
         got = part["refusals"].get(name, {})
-        ok = got.get("error_type") == error
-        checks.append(Check(f"rpc {name}: refused with {error}", ok, got.get("reason", "")))
+        ok = got.get("error_type") == expected
+        checks.append(Check(f"rpc {name}: {expected}", ok, got.get("reason", "")))
     return checks
 
 
-def lost_worker_check(proc: subprocess.CompletedProcess[str] | None) -> Any:
-    """A worker killed mid-generation: llama.cpp ends the client process (a signal, no result)."""
+def lost_worker_check(ended: Ended | None) -> Any:
+    """A worker killed mid-generation: llama.cpp ends the client process (no result)."""
     from generator.smoke import Check
 
     name = "rpc: a worker lost mid-generation ends the client (llama.cpp aborts; not catchable)"
-    if proc is None:
+    if ended is None:
         return Check(name, False, f"the client hung for {LOST_TIMEOUT_S} s")
-    survived = '"survived": true' in proc.stdout
-    lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    said = next((line for line in reversed(lines) if "RPC" in line or "abort" in line.lower()), "")
-    ok = proc.returncode < 0 and not survived
-    return Check(name, ok, f"exit {proc.returncode}; {said.strip()[:200]}")
+    survived = '"survived": true' in ended.stdout
+    ok = ended.by_llama and not survived
+    return Check(name, ok, f"exit {ended.returncode}; {ended.said()}")
 
 
 def run_lost_worker(
     command: list[str], driver: Path, plan_path: Path, env: dict[str, str]
-) -> subprocess.CompletedProcess[str] | None:
+) -> Ended | None:
     with ticking("smoke: a worker is stopped mid-generation"):
         try:
-            return subprocess.run(
+            proc = subprocess.run(
                 [*command, str(driver), str(plan_path)],
                 capture_output=True, text=True, env=env, timeout=LOST_TIMEOUT_S, check=False,
             )  # fmt: skip
         except subprocess.TimeoutExpired:
             return None
+    return Ended(proc.returncode, proc.stdout, proc.stderr)

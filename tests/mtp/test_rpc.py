@@ -1,8 +1,9 @@
 """RPC through the runtime with real workers: two ``python -m llama_bindings rpc-server``
 processes of the host build on loopback. Every speculative mode with the target split over this
 machine and both workers gives the local run's tokens; the workers' devices are listed; two models
-of one process share a worker; the worker's own refusals. (The smoke's RPC part, run by
-test_smoke.py, adds the lost-worker and other-version cases on every Python platform.)"""
+of one process share a worker; the worker's own refusals; a real worker of another protocol
+version (63d93d1's own bindings and libraries) is refused. (The smoke's RPC part, run by
+test_smoke.py, adds the lost-worker case and a stand-in of another version on every platform.)"""
 
 from __future__ import annotations
 
@@ -15,8 +16,12 @@ from typing import Any
 
 import pytest
 
+from generator.emit import emit_package
 from generator.native.build import BuildResult
-from tests.mtp.conftest import free_port, worker_env
+from generator.parse.frontend import ParseOptions, parse_interface, tree_source
+from generator.sources.licenses import llama_license
+from generator.sources.rpc_api import protocol_version
+from tests.mtp.conftest import build_or_fail, free_port, worker_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]
 
@@ -140,3 +145,42 @@ def test_sigterm_stops_a_worker(host_build: BuildResult, runtime: Any) -> None:
             worker.wait()
     assert worker.stdout is not None
     assert b"llama-bindings rpc-server: serving CPU on 127.0.0.1:" in worker.stdout.read()
+
+
+def test_a_real_worker_of_another_protocol_version_is_refused(
+    runtime: Any,
+    libs: Any,
+    host_build: BuildResult,
+    models: dict[str, Path],
+    tree_63d93d1: Path,
+    tmp_path: Path,
+) -> None:
+    """63d93d1's worker (its own emitted bindings over its own build, RPC protocol 4.0.0, as a
+    user of that release would run it) against the pin's runtime: the version check refuses it
+    with the typed error, before llama.cpp's handshake would end this process."""
+    build = build_or_fail(tree_63d93d1, "linux-x86_64")
+    api = parse_interface(
+        ParseOptions(tree_63d93d1, wrapper_header=None), tree_source(tree_63d93d1)
+    )
+    emit_package(api, tmp_path / "old", llama_license=llama_license(tree_63d93d1))
+    port = free_port()
+    env = dict(worker_env(build), PYTHONPATH=str(tmp_path / "old"))
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "llama_bindings", "rpc-server", "--port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+    )  # fmt: skip
+    endpoint = f"127.0.0.1:{port}"
+    try:
+        with pytest.raises(runtime.LlamaRpcVersionError, match=endpoint) as waited:
+            runtime.wait_for_rpc_server(endpoint, timeout=60)  # refused once it answers
+        # the versions each tree's header states, as each side's handshake told them
+        assert ".".join(map(str, waited.value.server)) == protocol_version(api)
+        assert ".".join(map(str, waited.value.client)) == host_build.info["rpc_protocol"]
+        with pytest.raises(runtime.LlamaRpcVersionError, match=endpoint) as refused:
+            runtime.Model(models["plain"], libs=libs, rpc_servers=[endpoint], n_gpu_layers=1)
+        assert refused.value.server == waited.value.server
+    finally:
+        worker.kill()
+        worker.wait()
+    assert worker.stdout is not None
+    assert b"serving CPU on 127.0.0.1:" in worker.stdout.read()  # 63d93d1's worker ran

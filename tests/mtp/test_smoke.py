@@ -15,6 +15,7 @@ from generator.smoke import (
     C_REFUSAL,
     MTP_MODE,
     STRATEGY_RUNS,
+    SmokeReport,
     check_results,
     media_checks,
     not_run_reason,
@@ -23,6 +24,7 @@ from generator.smoke import (
     strategy_checks,
     tree_image,
 )
+from generator.smoke.rpc_part import C_REFUSALS, PYTHON_REFUSALS
 from tests.mtp.conftest import BINDINGS_PARENT, build_or_fail
 
 
@@ -101,6 +103,15 @@ def test_smoke_linux_x86_64(host_build: BuildResult, tree_pin: Path, tmp_path: P
         *(name for name, _kinds, _draft in STRATEGY_RUNS),
     ]
     assert "acceptance" in report.table()
+    _assert_rpc_part_ran(report, PYTHON_REFUSALS)
+
+
+def _assert_rpc_part_ran(report: SmokeReport, refusals: dict[str, str]) -> None:
+    """The RPC part's checks are in the (passed) report: it ran, not left out."""
+    names = [c.name for c in report.checks]
+    assert sum(n.startswith("rpc ") and n.endswith("equals local") for n in names) == 3, names
+    assert all(f"rpc {name}: {expected}" in names for name, expected in refusals.items())
+    assert any(n.startswith("rpc: a worker lost mid-generation") for n in names)
 
 
 def _strategy_run(name: str, tokens: list[int], per: list[tuple[str, int, int]]) -> dict[str, Any]:
@@ -175,6 +186,7 @@ def test_smoke_linux_aarch64_under_qemu(tree_pin: Path, tmp_path: Path) -> None:
     report = run_smoke("linux-aarch64", build.lib_dir, BINDINGS_PARENT, tmp_path, max_tokens=24)
     assert report.passed, report.table()
     assert "aarch64" in report.runner
+    _assert_rpc_part_ran(report, PYTHON_REFUSALS)
 
 
 def test_c_driver_refusal_is_checked_by_its_own_name() -> None:
@@ -245,6 +257,7 @@ def test_smoke_windows_x86_64_under_wine(tree_pin: Path, tmp_path: Path) -> None
     report = run_smoke("windows-x86_64", build.lib_dir, BINDINGS_PARENT, tmp_path, max_tokens=24)
     assert report.passed, report.table()
     assert "under wine" in report.runner and "mtp_smoke.c" in report.runner
+    _assert_rpc_part_ran(report, C_REFUSALS)
     partial = [r for r in report.rows if r.model == "partial" and r.mode == "draft-mtp"]
     assert partial and 0 < partial[0].acceptance < 1
 
