@@ -4,8 +4,7 @@ generation entry points; the decode loops are in :mod:`.decoding`)."""
 from __future__ import annotations
 
 import os
-import threading
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Unpack, cast
 
@@ -14,7 +13,7 @@ from .._ffi import SYMBOL_ERRORS
 from ..constants import SpeculativeMode
 from ..errors import LlamaLoadError, LlamaRuntimeError, LlamaStateError, LlamaUnsupportedError
 from ..lifetimes import NativeObject
-from ..outputs import check_top, normalized
+from ..outputs import normalized
 from ..params import (
     FLASH_ATTN_CHOICES,
     RopeScaling,
@@ -34,25 +33,17 @@ from .adapters import (
     control_vector_layers,
     read_control_vector,
 )
+from .generation import ChatOptions, GenerateOptions, Plan, chat_prompt, plan_request
 from .llama_log import LLAMA_LOG
-from .media import DEFAULT_MARKER, MediaInput, MediaPrompt, chat_media
 from .model import Model
-from .results import (
-    LOGGER,
-    ChatMessages,
-    ChatOptions,
-    GenerateOptions,
-    GenerationResult,
-    Stream,
-)
-from .sampling import Sampling, build_sampler
+from .results import LOGGER, ChatMessages, GenerationResult, Stream
 from .session import NativeSession, fill_batch
 from .speculative import Sidecar, SpeculativeDecoding, mtp_wrapper
 from .state import NO_ADAPTERS, SavedState, is_saved_state
 
 if TYPE_CHECKING:
     from ..api import LlamaLibrary, LlamaMtpLibrary
-    from .generation import Plan
+    from .media import MediaPrompt
 
 __all__ = ["LOGGER", "Context"]
 
@@ -262,7 +253,9 @@ class Context:
     @cached_property
     def _adapters(self) -> ContextAdapters:
         """What the context has set (made at the first use)."""
-        return ContextAdapters(self.model, self._native, self._session, self._sidecar)
+        sidecar, null = self._sidecar, self.ffi.NULL  # (no reference to the Context in them)
+        draft = sidecar.live_draft_context if sidecar is not None else lambda: null
+        return ContextAdapters(self.model, self._native, self._session.forget_held, draft)
 
     @property
     def loras(self) -> dict[LoraAdapter, float]:
@@ -449,8 +442,7 @@ class Context:
                 )
         media = saved.media or [[] for _ in saved.held]
         if saved.scope == "context":
-            for held in session.sequences:
-                held.forget()
+            session.forget_held()
             for i, tokens in enumerate(saved.held):
                 session.sequences[i].tokens = list(tokens)
                 session.sequences[i].spans = list(media[i])
@@ -652,22 +644,13 @@ class Context:
                 "generate_batch does not run aLoRAs yet (each sequence would need its own "
                 "boundary): generate each prompt with generate()"
             )
-        room = self._session.room
-        # see _plan
-        from .decoding import generate_sequences, log_metrics, running, speculate_sequences
+        from .decoding import run_batch  # see _steps
 
         self._busy = True
         try:
-            with running(self._session, plans[0].cancel):  # the same options for each sequence
-                if self._sidecar is not None:
-                    results = speculate_sequences(self, self._session, self._sidecar, plans, room)
-                else:
-                    results = generate_sequences(self, self._session, plans, room)
+            return run_batch(self.model, self.n_ctx, self._session, self._sidecar, plans)
         finally:
             self._busy = False
-        for i, result in enumerate(results):
-            log_metrics(result, f"sequence {i} of a batch")
-        return results
 
     def stream(
         self, prompt: str | Sequence[int] | MediaPrompt, **options: Unpack[GenerateOptions]
@@ -680,159 +663,41 @@ class Context:
     def chat(self, messages: ChatMessages, **options: Unpack[ChatOptions]) -> GenerationResult:
         """:meth:`generate` the assistant's reply to ``messages`` (see
         :meth:`Model.apply_chat_template`; ``template``: default the model's own)."""
-        prompt, rest = self._chat_prompt(messages, options)
+        prompt, rest = chat_prompt(self.model, self._sidecar, messages, options)
         return _run_all(self._steps(self._plan(prompt, rest)))
 
     def stream_chat(self, messages: ChatMessages, **options: Unpack[ChatOptions]) -> Stream:
         """:meth:`chat` as a :class:`Stream`."""
-        prompt, rest = self._chat_prompt(messages, options)
+        prompt, rest = chat_prompt(self.model, self._sidecar, messages, options)
         return Stream(self._steps(self._plan(prompt, rest)))
 
-    def _chat_prompt(
-        self, messages: ChatMessages, options: ChatOptions
-    ) -> tuple[list[int] | MediaPrompt, GenerateOptions]:
-        """The tokens of the templated messages (special tokens parsed, as llama.cpp's chat
-        tools do), with the media of content parts tokenized by the model's projector, and the
-        other options."""
-        rest = cast(GenerateOptions, {k: v for k, v in options.items() if k != "template"})
-        if "media" in rest:
-            raise TypeError("chat takes media as content parts of the messages, not media=")
-        projector = self.model.projector
-        marker = projector.marker if projector is not None else DEFAULT_MARKER
-        flat, media = chat_media(messages, marker)
-        text = self.model.apply_chat_template(flat, template=options.get("template"))
-        if not media:
-            return self.model.tokenize(text, parse_special=True), rest
-        return self._media_prompt(text, media, parse_special=True), rest
-
-    def _media_prompt(
-        self, text: object, media: Sequence[MediaInput], *, parse_special: bool
-    ) -> MediaPrompt:
-        """``text`` and its ``media`` tokenized by the model's projector, checked for this
-        context (before anything is decoded)."""
-        if isinstance(media, (str, bytes, os.PathLike)):
-            raise TypeError("media is a sequence of media items (paths or bytes)")
-        projector = self.model.projector
-        if projector is None:
-            raise LlamaUnsupportedError(
-                "this model has no multimodal projector: load one with Model(..., mmproj=path)"
-            )
-        if not isinstance(text, str):
-            raise TypeError(
-                f"a prompt with media is text holding the media marker {projector.marker!r}"
-            )
-        if self._sidecar is not None:
-            self._sidecar.require_media()
-        prompt = projector.tokenize(text, list(media), parse_special=parse_special)
-        if prompt.tokens and prompt.tokens[-1] < 0:
-            raise ValueError("the prompt must end with text after its last media item")
-        return prompt
-
     def _plan(self, prompt: str | Sequence[int] | MediaPrompt, options: GenerateOptions) -> Plan:
-        """Check everything before anything reaches llama.cpp."""
-        # a generation's bookkeeping and the decode loops load with the first generation, not
-        # with the runtime: import time saved, measured (-X importtime, 3 runs): about 4 ms
-        from .generation import Plan, sampling_of, stop_sequences
-
-        unknown = sorted(set(options) - set(GenerateOptions.__annotations__))
-        if unknown:
-            raise TypeError(f"unexpected generation option(s): {', '.join(unknown)}")
-        max_tokens = options.get("max_tokens", 128)
-        if max_tokens < 0:
-            raise ValueError("max_tokens must be >= 0")
-        grammar = options.get("grammar")
-        reuse_prefix = options.get("reuse_prefix", True)
-        check_flag(reuse_prefix, "reuse_prefix")
-        logprobs = check_top(options.get("logprobs"))
+        """Everything checked before anything reaches llama.cpp (see :func:`plan_request`)."""
         if self._embeddings:
             raise LlamaUnsupportedError(
                 "this context was created with embeddings=True, for embed(): create another "
                 "Context on the model to generate"
             )
-        sampler = options.get("sampler")
-        sampling = sampling_of(options, sampler)
-        if sampling is not None:
-            self._check_logit_bias(sampling)
-        media = options.get("media")
-        if media is not None:
-            prompt = self._media_prompt(prompt, media, parse_special=False)
-        media_prompt = None
-        if isinstance(prompt, MediaPrompt):
-            if prompt.projector.model is not self.model:
-                raise ValueError("the MediaPrompt was tokenized by another model's projector")
-            prompt.projector.handle  # noqa: B018  (a closed projector raises)
-            media_prompt, tokens = prompt, prompt.tokens
-        elif isinstance(prompt, str):
-            tokens = self.model.tokenize(prompt)
-        else:
-            tokens = [int(t) for t in prompt]
-        if not tokens:
-            raise ValueError("the prompt has no tokens")
-        room = self._session.room
-        cells_needed = len(tokens) + (media_prompt.extra_cells if media_prompt else 0)
-        if cells_needed >= room:
-            cells = f"n_ctx {room}" if room == self.n_ctx else f"a sequence's {room} cells"
-            raise ValueError(f"the prompt ({cells_needed} cells) does not fit {cells}")
+        adapters = self._used_adapters()
+        plan = plan_request(self.model, self._session, self._sidecar, adapters, prompt, options)
         if self._busy:
             raise LlamaRuntimeError("the context is generating already (a stream is open)")
-        return Plan(
-            tokens, max_tokens, stop_sequences(options.get("stop")), options.get("on_token"),
-            options.get("cancel"), sampling, sampler, grammar, reuse_prefix, logprobs,
-            media_prompt, self._alora(tokens),
-        )  # fmt: skip
-
-    def _alora(self, tokens: list[int]) -> tuple[int, Callable[[bool], None]] | None:
-        """A set aLoRA's boundary in a generation after ``tokens`` and the adapters' switch
-        (None: no aLoRA is set; see :meth:`set_loras`)."""
-        adapters = self._used_adapters()
-        if adapters is None:
-            return None
-        boundary = adapters.alora_boundary(tokens)
-        return None if boundary is None else (boundary, adapters.switch)
-
-    def _check_logit_bias(self, sampling: Sampling) -> None:
-        n_vocab = self.model.n_vocab
-        outside = sorted(t for t in sampling.logit_bias if t >= n_vocab)
-        if outside:
-            raise ValueError(
-                f"Sampling.logit_bias names tokens outside the vocabulary [0, {n_vocab}): "
-                f"{outside[:8]}"
-            )
+        return plan
 
     def _steps(self, plan: Plan) -> Generator[str, None, GenerationResult]:
         """The generation: yields released text after every step, returns the result."""
         if self._busy:  # a stream made earlier may have started since this one was checked
             raise LlamaRuntimeError("the context is generating already (a stream is open)")
-        from .decoding import generate_mtp, generate_plain, log_metrics, running  # see _plan
-        from .generation import Run
+        # the decode loops load with the first generation, not with the runtime: import time
+        # saved, measured (-X importtime, compiled, 5 runs): about 0.3 to 0.6 ms
+        from .decoding import run_steps
 
         self._busy = True
-        sampler = plan.sampler
         try:
-            if plan.sampling is not None:
-                sampler = build_sampler(self.model, self.n_ctx, plan.sampling, plan.grammar)
-            run = Run(self, plan.stop, plan.on_token, plan.cancel, plan.max_tokens, plan.logprobs)
-            session, sidecar = self._session, self._sidecar
-            if sidecar is not None:
-                steps = generate_mtp(session, sidecar, plan, sampler, run)
-            else:
-                steps = generate_plain(session, plan, sampler, run)
-            native = self._native  # marks the thread inside llama.cpp between the yields
-            with running(session, plan.cancel):
-                for _ in steps:
-                    native.active_thread = None
-                    yield from run.take()
-                    native.active_thread = threading.get_ident()
-            run.end_text()
-            yield from run.take()
-            seed = int(self.llama.llama_sampler_get_seed(sampler))
+            steps = run_steps(self.model, self.n_ctx, self._session, self._sidecar, plan)
+            return (yield from steps)
         finally:
-            if plan.sampler is None and sampler is not None:
-                self.llama.llama_sampler_free(sampler)
             self._busy = False
-        result = run.result(self.mtp_enabled, len(plan.tokens), seed)
-        log_metrics(result)
-        return result
 
     def close(self) -> None:
         """Free the context (and its speculative sidecar); a second call does nothing."""
