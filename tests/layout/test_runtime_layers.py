@@ -12,16 +12,16 @@ from tests.repo import REPO_ROOT
 
 RUNTIME = REPO_ROOT / "generator" / "shipped" / "runtime"
 
-# Lowest first. The contexts' parts are built on the model; a generation's request on the
-# session, sidecar and adapters it is checked against; the decode loops on the request; the
-# Context on everything, and the package on the Context.
+# Lowest first. The contexts' parts are built on the model; what a context does with its
+# session, sidecar and adapters (embeddings, a generation's request, saved state) on them; the
+# decode loops on the request; the Context on everything, and the package on the Context.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("devices", "llama_log", "results", "state"),
+    ("devices", "llama_log", "results"),
     ("adapters", "media"),
     ("model",),
     ("sampling", "speculative"),
     ("session",),
-    ("generation",),
+    ("embeddings", "generation", "state"),
     ("decoding",),
     ("context",),
     ("__init__",),

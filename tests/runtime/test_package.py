@@ -111,6 +111,7 @@ MODULES = (
     "context",
     "decoding",
     "devices",
+    "embeddings",
     "generation",
     "llama_log",
     "media",

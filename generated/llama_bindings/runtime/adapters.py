@@ -483,6 +483,31 @@ class ContextAdapters:
 
         return detach
 
+    def check_control_vector(
+        self, vector: object, layer_start: int | None, layer_end: int | None, scale: object
+    ) -> tuple[dict[int, list[float]], int, int]:
+        """:meth:`Context.set_control_vector`'s arguments checked: the layers' values (scaled)
+        and the first and last layer they apply to (default: 1 and the last layer)."""
+        last = self.n_layer - 1
+        start = 1 if layer_start is None else layer_start
+        end = last if layer_end is None else layer_end
+        for name, value in (("layer_start", start), ("layer_end", end)):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"{name} must be an int, not {value!r}")
+        if not 1 <= start <= end <= last:
+            raise ValueError(
+                f"layer_start {start} .. layer_end {end}: a range within 1 .. {last} is needed "
+                f"(the model has {self.n_layer} layers, none with a control vector at 0)"
+            )
+        if isinstance(scale, bool) or not isinstance(scale, int | float):
+            raise TypeError(f"scale must be a number, not {scale!r}")
+        if isinstance(vector, str | os.PathLike):
+            layers = read_control_vector(vector, self.n_embd)
+        else:
+            layers = control_vector_layers(vector, self.n_embd, self.n_layer)
+        scaled = {k: [x * scale for x in v] for k, v in layers.items()}
+        return control_vector_layers(scaled, self.n_embd, self.n_layer), start, end
+
     def set_control_vector(
         self, layers: dict[int, list[float]], layer_start: int, layer_end: int
     ) -> None:
