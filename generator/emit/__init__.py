@@ -325,6 +325,7 @@ SHIPPED = (
     "runtime/context.py",
     "runtime/decoding.py",
     "runtime/devices.py",
+    "runtime/embeddings.py",
     "runtime/generation.py",
     "runtime/llama_log.py",
     "runtime/media.py",

@@ -1,7 +1,7 @@
 """The runtime is a package of modules, one job each; what was importable from
 ``llama_bindings.runtime`` when it was one module still is (six private names from the modules
-that load later, from those), and importing it loads no library, no ``enums`` and neither a
-generation's bookkeeping nor the decode loops (they come with the first generation)."""
+that load later, from those), and importing it loads no library, no ``enums`` and not the decode
+loops (they come with the first generation)."""
 
 from __future__ import annotations
 
@@ -98,16 +98,20 @@ PRIVATE = {
         "_MTP_FUNCTIONS", "_STRATEGY_FUNCTIONS", "_check_mix", "mtp_wrapper", "refused_statuses",
     ),
 }  # fmt: skip
-# Names of the modules that load with the first generation, importable from them.
+# A generation's request and bookkeeping (with the options, loaded with the runtime), and the
+# names of the decode loops' module, which loads with the first generation: importable from them.
+INTERNAL = {
+    "generation": ("Plan", "Run", "plan_request", "sampling_of", "stop_sequences"),
+}
 LAZY = {
-    "generation": ("Plan", "Run", "sampling_of", "stop_sequences"),
-    "decoding": ("generate_plain", "generate_mtp", "running"),
+    "decoding": ("generate_plain", "generate_mtp", "running", "run_steps", "run_batch"),
 }
 MODULES = (
     "adapters",
     "context",
     "decoding",
     "devices",
+    "embeddings",
     "generation",
     "llama_log",
     "media",
@@ -124,7 +128,7 @@ def test_every_name_of_the_single_module_is_still_importable(runtime: Any) -> No
     import importlib
 
     missing = [n for n in PUBLIC if not hasattr(runtime, n)]
-    for module, names in {**PRIVATE, **LAZY}.items():
+    for module, names in {**PRIVATE, **INTERNAL, **LAZY}.items():
         found = importlib.import_module(f"llama_bindings.runtime.{module}")
         missing += [f"{module}.{n}" for n in names if not hasattr(found, n)]
     assert missing == []

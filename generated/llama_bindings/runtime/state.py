@@ -12,17 +12,29 @@ and where a sequence holds media, ``media``: each item's first index, positions 
 then the payload: the tokens (``int32``, sequence after sequence), the target's state, the draft
 context's. The scope is ``context`` (every sequence, ``llama_state_get_data``) or ``sequence``
 (one, ``llama_state_seq_get_data``: it loads into any sequence). The n-gram strategies' state is
-not in it: they start again from the whole prompt at the next generation, as after any prompt."""
+not in it: they start again from the whole prompt at the next generation, as after any prompt.
+
+:func:`save_context_state` and :func:`load_context_state` are what :meth:`Context.save_state` and
+:meth:`Context.load_state` do with a context's session and sidecar."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
+from .._about import LLAMA_CPP_COMMIT, LLAMA_CPP_RELEASE
 from ..errors import LlamaStateError
+from .llama_log import LLAMA_LOG
+
+if TYPE_CHECKING:
+    from .adapters import ContextAdapters
+    from .model import Model
+    from .session import NativeSession
+    from .speculative import Sidecar, SpeculativeDecoding
 
 MAGIC: Final = b"LLBSTATE"
 FORMAT: Final = 1
@@ -175,3 +187,132 @@ def _sizes(header: dict[str, Any]) -> tuple[int, int, int]:
     if not all(_count(n) for n in sizes):
         raise LlamaStateError(f"the saved state's header has no valid part sizes: {sizes}")
     return sizes  # type: ignore[return-value]
+
+
+def state_identity(
+    model: Model, speculative: SpeculativeDecoding, adapters: ContextAdapters | None
+) -> dict[str, Any]:
+    """What a context's state is saved with, and must fit to load (``adapters``: what the
+    context has set, None before it set any)."""
+    return {
+        "llama_cpp": {"release": LLAMA_CPP_RELEASE, "commit": LLAMA_CPP_COMMIT},
+        "model": model.identity,
+        "speculative": speculative.describe(),
+        "adapters": adapters.describe() if adapters is not None else NO_ADAPTERS,
+    }
+
+
+def save_context_state(
+    session: NativeSession, sidecar: Sidecar | None, identity: dict[str, Any], seq: int | None
+) -> bytes:
+    """The state of a context's every sequence (``seq`` None) or of sequence ``seq``, with its
+    sidecar's draft context state, as a :class:`SavedState`'s bytes."""
+    null = session.ffi.NULL
+    draft = sidecar.draft_context() if sidecar is not None else null
+    if seq is None:
+        held = [list(s.tokens) for s in session.sequences]
+        while len(held) > 1 and not held[-1]:
+            held.pop()
+        target = session.full_state(session.handle)
+        drafted = session.full_state(draft) if draft != null else b""
+    else:
+        held = [list(session.sequences[seq].tokens)]
+        target = session.seq_state(session.handle, seq)
+        drafted = session.seq_state(draft, seq) if draft != null else b""
+    scope = "context" if seq is None else "sequence"
+    identity = {**identity, "kv_streams": session.kv_streams}
+    scoped = session.sequences[: len(held)] if seq is None else [session.sequences[seq]]
+    media = [list(s.spans) for s in scoped]
+    return SavedState(identity, scope, held, target, drafted, media).to_bytes()
+
+
+def load_context_state(
+    session: NativeSession,
+    sidecar: Sidecar | None,
+    identity: dict[str, Any],
+    state: bytes,
+    tokens: Sequence[int] | None,
+    seq: int | None,
+) -> None:
+    """``state`` (a :class:`SavedState`'s bytes, or a raw llama.cpp image of ``tokens``) checked
+    against the context's ``identity`` and layout, and loaded (see :meth:`Context.load_state`)."""
+    if not is_saved_state(state):
+        if sidecar is not None or tokens is None:
+            raise LlamaStateError(
+                "not a saved state of llama_bindings (save it with Context.save_state); a raw "
+                "llama.cpp state loads only without speculative decoding, with tokens="
+            )
+        scope = "context" if seq is None else "sequence"
+        _restore(session, sidecar, SavedState({}, scope, [list(tokens)], state, b""), seq)
+        return
+    saved = SavedState.from_bytes(state)
+    saved.check_fits(identity)
+    streams, here = saved.identity.get("kv_streams"), session.kv_streams
+    if streams is not None and here is not None and streams != here:
+        raise LlamaStateError(
+            f"the state was saved from a context with {streams} KV streams; this one has "
+            f"{here}: llama.cpp loads a state only into the same layout (the "
+            "same n_seq_max, or kv_unified=True on both sides)"
+        )
+    if saved.scope == "context" and seq is not None:
+        raise LlamaStateError(
+            "this state holds the whole context: load it without seq= (save one sequence "
+            "with save_state(seq=i))"
+        )
+    if tokens is not None and [list(tokens)] != saved.held[:1]:
+        raise LlamaStateError("tokens= differs from the tokens the saved state holds")
+    if len(saved.held) > len(session.sequences):
+        raise LlamaStateError(
+            f"the state holds {len(saved.held)} sequences; this context has n_seq_max "
+            f"{len(session.sequences)}"
+        )
+    _restore(session, sidecar, saved, seq)
+
+
+def _restore(
+    session: NativeSession, sidecar: Sidecar | None, saved: SavedState, seq: int | None
+) -> None:
+    """``saved``'s parts into the target and the draft context (every sequence, or sequence
+    ``seq``, default 0, for a one-sequence state); what each sequence holds follows."""
+    draft = sidecar.draft_context() if sidecar is not None else session.ffi.NULL
+    parts = [(session.handle, saved.target)]
+    if saved.draft:
+        parts.append((draft, saved.draft))
+    into = 0 if seq is None else seq
+    for ctx, data in parts:
+        with LLAMA_LOG.capturing() as errors:
+            if saved.scope == "context":
+                loaded = session.restore_full_state(ctx, data)
+            else:
+                loaded = session.restore_seq_state(ctx, data, into)
+        if not loaded:
+            _forget(session, sidecar, saved.scope, into)
+            raise LlamaStateError(
+                "llama.cpp rejected the saved state (what it was loaded into is emptied): "
+                + ("; ".join(errors) or "no reason logged")
+            )
+    media = saved.media or [[] for _ in saved.held]
+    if saved.scope == "context":
+        session.forget_held()
+        for i, tokens in enumerate(saved.held):
+            session.sequences[i].tokens = list(tokens)
+            session.sequences[i].spans = list(media[i])
+    else:
+        session.sequences[into].forget()
+        session.sequences[into].tokens = list(saved.held[0])
+        session.sequences[into].spans = list(media[0])
+    if sidecar is not None:  # drops a draft the sidecar may still hold
+        for i, held in enumerate(session.sequences):
+            if saved.scope == "context" or i == into:
+                sidecar.seq_rm(len(held.tokens), i)
+
+
+def _forget(session: NativeSession, sidecar: Sidecar | None, scope: str, seq: int) -> None:
+    """What a rejected state was loaded into, emptied."""
+    if scope == "sequence":
+        session.clear(sidecar, seq)
+    elif sidecar is not None:
+        for i in range(len(session.sequences)):
+            session.clear(sidecar, i)
+    else:
+        session.clear_all()

@@ -86,6 +86,8 @@ from .context import Context as Context
 from .devices import Device as Device
 from .devices import list_devices as list_devices
 from .devices import wait_for_rpc_server as wait_for_rpc_server
+from .generation import ChatOptions as ChatOptions
+from .generation import GenerateOptions as GenerateOptions
 from .llama_log import LLAMA_LOGGER as LLAMA_LOGGER
 from .llama_log import set_llama_log as set_llama_log
 from .media import MediaInput as MediaInput
@@ -97,10 +99,8 @@ from .results import TAIL_TOKEN as TAIL_TOKEN
 from .results import Cancellation as Cancellation
 from .results import ChatMessage as ChatMessage
 from .results import ChatMessages as ChatMessages
-from .results import ChatOptions as ChatOptions
 from .results import ChatTemplateError as ChatTemplateError
 from .results import FinishReason as FinishReason
-from .results import GenerateOptions as GenerateOptions
 from .results import GenerationMetrics as GenerationMetrics
 from .results import GenerationResult as GenerationResult
 from .results import PromptReuse as PromptReuse

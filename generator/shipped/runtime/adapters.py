@@ -23,7 +23,7 @@ import numbers
 import os
 import threading
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any, cast
 
@@ -36,8 +36,6 @@ from .results import LLAMA_CPP_TAG
 if TYPE_CHECKING:
     from ..api import LlamaLibrary
     from .model import Model
-    from .session import NativeSession
-    from .speculative import Sidecar
 
 # What set_control_vector takes: a GGUF control-vector file, every layer's values in one flat
 # sequence (layer 1 first), or {layer: values}.
@@ -348,17 +346,23 @@ def read_control_vector(path: str | os.PathLike[str], n_embd: int) -> dict[int, 
 
 class ContextAdapters:
     """What one context has set: LoRA adapters with their scales and a control vector. It
-    refers to the context's native object, session and sidecar, never to the Context."""
+    refers to the context's native object, never to the Context: ``forget_held`` forgets what
+    the context's sequences hold, ``draft_context`` gives its speculative sidecar's draft
+    context (``ffi.NULL``: none)."""
 
     def __init__(
-        self, model: Model, native: NativeObject, session: NativeSession, sidecar: Sidecar | None
+        self,
+        model: Model,
+        native: NativeObject,
+        forget_held: Callable[[], None],
+        draft_context: Callable[[], Any],
     ) -> None:
         self.model_native = model.native
         self.llama: LlamaLibrary = model.llama
         self.ffi: Any = model.ffi
         self.native = native
-        self.session = session
-        self.sidecar = sidecar
+        self.forget_held = forget_held
+        self.draft_context = draft_context
         self.loras: dict[LoraAdapter, float] = {}
         self.applied = True  # whether the adapters are on the contexts (an aLoRA turns them off)
         self.bindings: dict[LoraAdapter, NativeObject] = {}
@@ -375,24 +379,16 @@ class ContextAdapters:
                 "generation step): cancel the generation and let it return before closing"
             )
 
-    def forget_held(self) -> None:
-        """The sequences' tokens and checkpoints are forgotten: the next generation decodes
-        its prompt again (its reuse finds nothing in common and clears the memory)."""
-        for held in self.session.sequences:
-            held.forget()
-
     def _contexts(self) -> list[Any]:
         """The contexts to set adapters on: the target, and the sidecar's draft context where it
         is on the same model (draft-mtp's MTP context; not a draft model's)."""
         found = [self.native.pointer]
-        sidecar = self.sidecar
-        if sidecar is not None and sidecar.native.alive:
-            draft = sidecar.draft_context()
-            if (
-                draft != self.ffi.NULL
-                and self.llama.llama_get_model(draft) == self.model_native.pointer
-            ):
-                found.append(draft)
+        draft = self.draft_context()
+        if (
+            draft != self.ffi.NULL
+            and self.llama.llama_get_model(draft) == self.model_native.pointer
+        ):
+            found.append(draft)
         return found
 
     def describe(self) -> dict[str, Any]:
@@ -484,6 +480,31 @@ class ContextAdapters:
                 self._apply_loras()
 
         return detach
+
+    def check_control_vector(
+        self, vector: object, layer_start: int | None, layer_end: int | None, scale: object
+    ) -> tuple[dict[int, list[float]], int, int]:
+        """:meth:`Context.set_control_vector`'s arguments checked: the layers' values (scaled)
+        and the first and last layer they apply to (default: 1 and the last layer)."""
+        last = self.n_layer - 1
+        start = 1 if layer_start is None else layer_start
+        end = last if layer_end is None else layer_end
+        for name, value in (("layer_start", start), ("layer_end", end)):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"{name} must be an int, not {value!r}")
+        if not 1 <= start <= end <= last:
+            raise ValueError(
+                f"layer_start {start} .. layer_end {end}: a range within 1 .. {last} is needed "
+                f"(the model has {self.n_layer} layers, none with a control vector at 0)"
+            )
+        if isinstance(scale, bool) or not isinstance(scale, int | float):
+            raise TypeError(f"scale must be a number, not {scale!r}")
+        if isinstance(vector, str | os.PathLike):
+            layers = read_control_vector(vector, self.n_embd)
+        else:
+            layers = control_vector_layers(vector, self.n_embd, self.n_layer)
+        scaled = {k: [x * scale for x in v] for k, v in layers.items()}
+        return control_vector_layers(scaled, self.n_embd, self.n_layer), start, end
 
     def set_control_vector(
         self, layers: dict[int, list[float]], layer_start: int, layer_end: int

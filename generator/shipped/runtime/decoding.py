@@ -1,15 +1,17 @@
-"""The decode loops of a :class:`Context`: plain (one token per ``llama_decode``), speculative
+"""The decode loops of a context: plain (one token per ``llama_decode``), speculative
 (one ``llama_mtp_step`` per verified step) and several sequences in one batch
 (:meth:`Context.generate_batch`). Each runs a checked :class:`Plan`'s tokens through the
 context's :class:`NativeSession` (which keeps the common prefix of the last prompt) and records
 what it accepts in a :class:`Run`; :func:`running` is what every generation runs inside
-(cancellation reaching into llama.cpp, the thread mark, the metrics logged)."""
+(cancellation reaching into llama.cpp, the thread mark, the metrics logged). They take the
+context's model, its ``n_ctx``, session and sidecar, never the :class:`Context`: :func:`run_steps`
+and :func:`run_batch` are what it calls."""
 
 from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING, Any, cast
 
 from .. import constants
@@ -22,7 +24,7 @@ from .sampling import Sampling, build_sampler
 from .session import NativeSession
 
 if TYPE_CHECKING:
-    from .context import Context
+    from .model import Model
     from .speculative import Sidecar, SidecarCounts
 
 
@@ -57,6 +59,52 @@ def log_metrics(result: GenerationResult, what: str = "generation") -> None:
     )  # fmt: skip
 
 
+def run_steps(
+    model: Model, n_ctx: int, session: NativeSession, sidecar: Sidecar | None, plan: Plan
+) -> Generator[str, None, GenerationResult]:
+    """One generation of ``plan`` on a context (``n_ctx`` its cells, ``sidecar`` its speculative
+    sidecar, if any): yields released text after every step, returns the result."""
+    sampler = plan.sampler
+    llama = session.llama
+    try:
+        if plan.sampling is not None:
+            sampler = build_sampler(model, n_ctx, plan.sampling, plan.grammar)
+        run = Run(model, plan.stop, plan.on_token, plan.cancel, plan.max_tokens, plan.logprobs)
+        if sidecar is not None:
+            steps = generate_mtp(session, sidecar, plan, sampler, run)
+        else:
+            steps = generate_plain(session, plan, sampler, run)
+        native = session.native  # marks the thread inside llama.cpp between the yields
+        with running(session, plan.cancel):
+            for _ in steps:
+                native.active_thread = None
+                yield from run.take()
+                native.active_thread = threading.get_ident()
+        run.end_text()
+        yield from run.take()
+        seed = int(llama.llama_sampler_get_seed(sampler))
+    finally:
+        if plan.sampler is None and sampler is not None:
+            llama.llama_sampler_free(sampler)
+    result = run.result(sidecar is not None, len(plan.tokens), seed)
+    log_metrics(result)
+    return result
+
+
+def run_batch(
+    model: Model, n_ctx: int, session: NativeSession, sidecar: Sidecar | None, plans: list[Plan]
+) -> list[GenerationResult]:
+    """:meth:`Context.generate_batch` of checked ``plans``, sequence ``i`` for plan ``i``."""
+    with running(session, plans[0].cancel):  # the same options for each sequence
+        if sidecar is not None:
+            results = speculate_sequences(model, n_ctx, session, sidecar, plans, session.room)
+        else:
+            results = generate_sequences(model, n_ctx, session, plans, session.room)
+    for i, result in enumerate(results):
+        log_metrics(result, f"sequence {i} of a batch")
+    return results
+
+
 def _prefill(
     session: NativeSession,
     tokens: list[int],
@@ -87,8 +135,9 @@ def _prefill(
             if adapters_on is not None:
                 switch(adapters_on)
             done = session.decode_prompt(
-                batch, tokens[:end], begin, run, mirror=mirror, media=plan.media, mirror_rows=rows
-            )
+                batch, tokens[:end], begin, run.cancelled, mirror=mirror, media=plan.media,
+                mirror_rows=rows,
+            )  # fmt: skip
             if done is None:
                 return False
     finally:
@@ -116,7 +165,7 @@ def generate_plain(session: NativeSession, plan: Plan, sampler: Any, run: Run) -
     while run.finish_reason is None:
         token = int(llama.llama_sampler_sample(sampler, session.handle, -1))
         run.steps += 1
-        if not run.emit(token, session.logprob(run, token, -1)):
+        if not run.emit(token, session.logprob(run.top_logprobs, token, -1)):
             break
         yield
         if len(held.tokens) + held.extra_cells + 1 > session.room:
@@ -159,7 +208,7 @@ def generate_mtp(
     if after_media:
         id_last = int(session.llama.llama_sampler_sample(sampler, session.handle, -1))
         run.steps += 1
-        if not run.emit(id_last, session.logprob(run, id_last, -1)):
+        if not run.emit(id_last, session.logprob(run.top_logprobs, id_last, -1)):
             _record(run, sidecar.counts().since(before))
             return
         yield
@@ -226,28 +275,35 @@ def _record(run: Run, counts: SidecarCounts) -> None:
 
 
 def speculate_sequences(
-    ctx: Context, session: NativeSession, sidecar: Sidecar, plans: list[Plan], room: int
+    model: Model,
+    n_ctx: int,
+    session: NativeSession,
+    sidecar: Sidecar,
+    plans: list[Plan],
+    room: int,
 ) -> list[GenerationResult]:
     """:meth:`Context.generate_batch` with speculative decoding: each prompt but its last token
     into its own sequence (mirrored into the sidecar; what the sequence holds of it kept when its
     plan reuses prefixes), then one step per sequence in turn; each run's counters are the
     sidecar's differences around its own steps. Each sequence keeps what it holds afterwards."""
-    runs = [Run(ctx, p.stop, None, p.cancel, p.max_tokens, p.logprobs) for p in plans]
+    runs = [Run(model, p.stop, None, p.cancel, p.max_tokens, p.logprobs) for p in plans]
     samplers: list[Any] = []
     llama = session.llama
     batch = llama.llama_batch_init(int(llama.llama_n_batch(session.handle)), 0, 1)
     totals: dict[int, SidecarCounts | None] = {}
     done = False
     try:
-        samplers += [_sampler(ctx, plan) for plan in plans]
+        samplers += [_sampler(model, n_ctx, plan) for plan in plans]
         going: dict[int, tuple[int, int]] = {}  # sequence -> (id_last, n_past)
         for seq, (plan, run) in enumerate(zip(plans, runs, strict=True)):
             head = plan.tokens[:-1]
             run.reused, run.reuse = session.reuse(
                 plan.tokens, len(head), plan.reuse_prefix, sidecar, seq
             )
-            mirror = sidecar.process
-            if session.decode_prompt(batch, head, run.reused, run, seq=seq, mirror=mirror) is None:
+            row = session.decode_prompt(
+                batch, head, run.reused, run.cancelled, seq=seq, mirror=sidecar.process
+            )
+            if row is None:
                 continue
             session.checkpoint(sidecar, seq)
             sidecar.begin(head, seq)
@@ -312,21 +368,21 @@ def _settle(session: NativeSession, sidecar: Sidecar | None, n_seq: int, done: b
 
 def _emit_all(run: Run, session: NativeSession, got: list[int]) -> bool:
     """Record a step's tokens (with their rows' log-probabilities); False when the run ends."""
-    return all(run.emit(t, session.logprob(run, t, i)) for i, t in enumerate(got))
+    return all(run.emit(t, session.logprob(run.top_logprobs, t, i)) for i, t in enumerate(got))
 
 
-def _sampler(ctx: Context, plan: Plan) -> Any:
-    return build_sampler(ctx.model, ctx.n_ctx, cast(Sampling, plan.sampling), plan.grammar)
+def _sampler(model: Model, n_ctx: int, plan: Plan) -> Any:
+    return build_sampler(model, n_ctx, cast(Sampling, plan.sampling), plan.grammar)
 
 
 def generate_sequences(
-    ctx: Context, session: NativeSession, plans: list[Plan], room: int
+    model: Model, n_ctx: int, session: NativeSession, plans: list[Plan], room: int
 ) -> list[GenerationResult]:
     """:meth:`Context.generate_batch`: the prompts, each its own sequence (what the sequence holds
     of it kept when its plan reuses prefixes), then one batch per step with the next token of
     every sequence still going (``room``: cells per sequence). Each sequence keeps what it holds
     afterwards."""
-    runs = [Run(ctx, p.stop, None, p.cancel, p.max_tokens, p.logprobs) for p in plans]
+    runs = [Run(model, p.stop, None, p.cancel, p.max_tokens, p.logprobs) for p in plans]
     samplers: list[Any] = []
     llama = session.llama
     n_batch = int(llama.llama_n_batch(session.handle))
@@ -334,14 +390,14 @@ def generate_sequences(
     done = False
     try:
         for plan in plans:
-            samplers.append(_sampler(ctx, plan))
+            samplers.append(_sampler(model, n_ctx, plan))
         going: dict[int, tuple[int, int]] = {}  # sequence -> (next token to decode, its pos)
         for seq, plan in enumerate(plans):
             run = runs[seq]
             run.reused, run.reuse = session.reuse(
                 plan.tokens, len(plan.tokens) - 1, plan.reuse_prefix, None, seq
             )
-            row = session.decode_prompt(batch, plan.tokens, run.reused, run, seq=seq)
+            row = session.decode_prompt(batch, plan.tokens, run.reused, run.cancelled, seq=seq)
             if row is None:
                 continue
             session.checkpoint(None, seq)
@@ -396,7 +452,7 @@ def _take(
         return False
     token = int(session.llama.llama_sampler_sample(sampler, session.handle, row))
     run.steps += 1
-    if not run.emit(token, session.logprob(run, token, row)):
+    if not run.emit(token, session.logprob(run.top_logprobs, token, row)):
         return False
     if next_pos + 1 > room:
         run.finish(FinishReason.CONTEXT_FULL)

@@ -1,22 +1,28 @@
-"""One generation's request and bookkeeping: the options :meth:`Context.generate` takes, checked
-into a :class:`Plan`, and :class:`Run`, which turns accepted tokens into released text, stop
-sequences, finish reasons and the result. Imported at the first generation, not with the
-runtime."""
+"""One generation's request and bookkeeping: the options :meth:`Context.generate` takes
+(:class:`GenerateOptions`, :class:`ChatOptions`), checked by :func:`plan` into a :class:`Plan`
+against the context's model, session, sidecar and adapters before anything reaches llama.cpp,
+and :class:`Run`, which turns accepted tokens into released text, stop sequences, finish reasons
+and the result. It never refers to the :class:`Context`."""
 
 from __future__ import annotations
 
 import codecs
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from ..constants import LLAMA_DEFAULT_SEED
-from ..outputs import TextPiece, TokenLogprob
+from ..errors import LlamaUnsupportedError
+from ..outputs import TextPiece, TokenLogprob, check_top
+from ..params import check_flag
+from .media import DEFAULT_MARKER, MediaPrompt, chat_media
 from .results import (
     LLAMA_CPP_TAG,
     TAIL_TOKEN,
     Cancellation,
+    ChatMessages,
     FinishReason,
     GenerationMetrics,
     GenerationResult,
@@ -27,9 +33,35 @@ from .results import (
 from .sampling import Sampling
 
 if TYPE_CHECKING:
-    from .context import Context
-    from .media import MediaPrompt
-    from .results import GenerateOptions
+    from .adapters import ContextAdapters
+    from .media import MediaInput
+    from .model import Model
+    from .session import NativeSession
+    from .speculative import Sidecar
+
+
+class GenerateOptions(TypedDict, total=False):
+    """Keyword arguments of :meth:`Context.generate` and :meth:`Context.stream`."""
+
+    max_tokens: int
+    stop: str | Sequence[str]
+    on_token: TokenCallback | None
+    cancel: Cancellation | None
+    sampling: Sampling | None
+    sampler: Any
+    temperature: float | None
+    top_k: int | None
+    seed: int | None
+    grammar: str | None
+    reuse_prefix: bool
+    logprobs: int | None
+    media: Sequence[MediaInput] | None
+
+
+class ChatOptions(GenerateOptions, total=False):
+    """:class:`GenerateOptions` and ``template`` (see :meth:`Model.apply_chat_template`)."""
+
+    template: str | None
 
 
 def stop_sequences(stop: object) -> tuple[str, ...]:
@@ -57,14 +89,14 @@ class Run:
 
     def __init__(
         self,
-        context: Context,
+        model: Model,
         stop: Sequence[str],
         on_token: TokenCallback | None,
         cancel: Cancellation | None,
         max_tokens: int,
         top_logprobs: int | None = None,
     ) -> None:
-        self.model = context.model
+        self.model = model
         self.top_logprobs = top_logprobs  # None: no log-probabilities
         self.logprobs: list[TokenLogprob] = []
         self._unreleased: list[TokenLogprob] = []  # of tokens whose text no piece carried yet
@@ -252,3 +284,134 @@ def sampling_of(options: GenerateOptions, sampler: Any) -> Sampling | None:
             )
         return sampling
     return Sampling(**shorthands)
+
+
+def plan_request(
+    model: Model,
+    session: NativeSession,
+    sidecar: Sidecar | None,
+    adapters: ContextAdapters | None,
+    prompt: str | Sequence[int] | MediaPrompt,
+    options: GenerateOptions,
+) -> Plan:
+    """``prompt`` and ``options`` checked for a context's ``model``, ``session`` and ``sidecar``
+    before anything reaches llama.cpp (``adapters``: what the context has set, None before it
+    set any): the request one generation runs."""
+    unknown = sorted(set(options) - set(GenerateOptions.__annotations__))
+    if unknown:
+        raise TypeError(f"unexpected generation option(s): {', '.join(unknown)}")
+    max_tokens = options.get("max_tokens", 128)
+    if max_tokens < 0:
+        raise ValueError("max_tokens must be >= 0")
+    grammar = options.get("grammar")
+    reuse_prefix = options.get("reuse_prefix", True)
+    check_flag(reuse_prefix, "reuse_prefix")
+    logprobs = check_top(options.get("logprobs"))
+    sampler = options.get("sampler")
+    sampling = sampling_of(options, sampler)
+    if sampling is not None:
+        _check_logit_bias(model, sampling)
+    media = options.get("media")
+    if media is not None:
+        prompt = tokenize_media(model, sidecar, prompt, media, parse_special=False)
+    media_prompt, tokens = _prompt_tokens(model, prompt)
+    _check_room(session, len(tokens) + (media_prompt.extra_cells if media_prompt else 0))
+    return Plan(
+        tokens, max_tokens, stop_sequences(options.get("stop")), options.get("on_token"),
+        options.get("cancel"), sampling, sampler, grammar, reuse_prefix, logprobs,
+        media_prompt, _alora(adapters, tokens),
+    )  # fmt: skip
+
+
+def _prompt_tokens(
+    model: Model, prompt: str | Sequence[int] | MediaPrompt
+) -> tuple[MediaPrompt | None, list[int]]:
+    """The prompt's media (None: text or token ids alone) and its tokens (not none)."""
+    media_prompt = None
+    if isinstance(prompt, MediaPrompt):
+        if prompt.projector.model is not model:
+            raise ValueError("the MediaPrompt was tokenized by another model's projector")
+        prompt.projector.handle  # noqa: B018  (a closed projector raises)
+        media_prompt, tokens = prompt, prompt.tokens
+    elif isinstance(prompt, str):
+        tokens = model.tokenize(prompt)
+    else:
+        tokens = [int(t) for t in prompt]
+    if not tokens:
+        raise ValueError("the prompt has no tokens")
+    return media_prompt, tokens
+
+
+def _check_room(session: NativeSession, cells_needed: int) -> None:
+    """A prompt of ``cells_needed`` cells leaves a sequence of the context room to generate."""
+    room = session.room
+    if cells_needed >= room:
+        cells = f"n_ctx {room}" if room == session.n_ctx else f"a sequence's {room} cells"
+        raise ValueError(f"the prompt ({cells_needed} cells) does not fit {cells}")
+
+
+def _alora(
+    adapters: ContextAdapters | None, tokens: list[int]
+) -> tuple[int, Callable[[bool], None]] | None:
+    """A set aLoRA's boundary in a generation after ``tokens`` and the adapters' switch
+    (None: no aLoRA is set; see :meth:`Context.set_loras`)."""
+    if adapters is None:
+        return None
+    boundary = adapters.alora_boundary(tokens)
+    return None if boundary is None else (boundary, adapters.switch)
+
+
+def _check_logit_bias(model: Model, sampling: Sampling) -> None:
+    n_vocab = model.n_vocab
+    outside = sorted(t for t in sampling.logit_bias if t >= n_vocab)
+    if outside:
+        raise ValueError(
+            f"Sampling.logit_bias names tokens outside the vocabulary [0, {n_vocab}): {outside[:8]}"
+        )
+
+
+def chat_prompt(
+    model: Model, sidecar: Sidecar | None, messages: ChatMessages, options: ChatOptions
+) -> tuple[list[int] | MediaPrompt, GenerateOptions]:
+    """The tokens of the templated messages (special tokens parsed, as llama.cpp's chat
+    tools do), with the media of content parts tokenized by the model's projector, and the
+    other options."""
+    rest = cast(GenerateOptions, {k: v for k, v in options.items() if k != "template"})
+    if "media" in rest:
+        raise TypeError("chat takes media as content parts of the messages, not media=")
+    projector = model.projector
+    marker = projector.marker if projector is not None else DEFAULT_MARKER
+    flat, media = chat_media(messages, marker)
+    text = model.apply_chat_template(flat, template=options.get("template"))
+    if not media:
+        return model.tokenize(text, parse_special=True), rest
+    return tokenize_media(model, sidecar, text, media, parse_special=True), rest
+
+
+def tokenize_media(
+    model: Model,
+    sidecar: Sidecar | None,
+    text: object,
+    media: Sequence[MediaInput],
+    *,
+    parse_special: bool,
+) -> MediaPrompt:
+    """``text`` and its ``media`` tokenized by the model's projector, checked for a context
+    with ``sidecar`` (before anything is decoded)."""
+    if isinstance(media, (str, bytes, os.PathLike)):
+        raise TypeError("media is a sequence of media items (paths or bytes)")
+    projector = model.projector
+    if projector is None:
+        raise LlamaUnsupportedError(
+            "this model has no multimodal projector: load one with Model(..., mmproj=path)"
+        )
+    if not isinstance(text, str):
+        raise TypeError(
+            f"a prompt with media is text holding the media marker {projector.marker!r}"
+        )
+    if sidecar is not None:
+        sidecar.require_media()
+    prompt = projector.tokenize(text, list(media), parse_special=parse_special)
+    if prompt.tokens and prompt.tokens[-1] < 0:
+        raise ValueError("the prompt must end with text after its last media item")
+    return prompt

@@ -1,6 +1,6 @@
-"""What a generation takes and gives back: chat messages and the options of
-:meth:`Context.generate`, results and their metrics, how it finished, its cancellation flag and
-the :class:`Stream` of its text."""
+"""What a generation takes and gives back: chat messages, results and their metrics, how it
+finished, its cancellation flag and the :class:`Stream` of its text (the options of
+:meth:`Context.generate` are in :mod:`.generation`, with the request they are checked into)."""
 
 from __future__ import annotations
 
@@ -9,16 +9,12 @@ import logging
 import threading
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, TypedDict
+from typing import Any, Final
 
 from .._about import LLAMA_CPP_RELEASE
 from ..constants import SpeculativeMode
 from ..errors import LlamaRuntimeError
 from ..outputs import TokenLogprob
-
-if TYPE_CHECKING:
-    from .media import MediaInput
-    from .sampling import Sampling
 
 LLAMA_CPP_TAG: Final = LLAMA_CPP_RELEASE
 # the runtime's logger (llama_bindings.runtime): each generation's metrics, at INFO
@@ -218,27 +214,3 @@ class Stream:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-class GenerateOptions(TypedDict, total=False):
-    """Keyword arguments of :meth:`Context.generate` and :meth:`Context.stream`."""
-
-    max_tokens: int
-    stop: str | Sequence[str]
-    on_token: TokenCallback | None
-    cancel: Cancellation | None
-    sampling: Sampling | None
-    sampler: Any
-    temperature: float | None
-    top_k: int | None
-    seed: int | None
-    grammar: str | None
-    reuse_prefix: bool
-    logprobs: int | None
-    media: Sequence[MediaInput] | None
-
-
-class ChatOptions(GenerateOptions, total=False):
-    """:class:`GenerateOptions` and ``template`` (see :meth:`Model.apply_chat_template`)."""
-
-    template: str | None

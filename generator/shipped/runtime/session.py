@@ -27,7 +27,6 @@ from .media import media_start, pieces
 from .results import PromptReuse
 
 if TYPE_CHECKING:
-    from .generation import Run
     from .media import MediaPrompt
     from .model import Model
     from .results import Cancellation
@@ -160,6 +159,10 @@ class NativeSession:
         return self.native.pointer
 
     @property
+    def n_ctx(self) -> int:
+        return int(self.llama.llama_n_ctx(self.handle))
+
+    @property
     def history(self) -> list[int]:
         """The tokens sequence 0 holds (what :meth:`Context.generate` continues)."""
         return self.sequences[0].tokens
@@ -175,7 +178,7 @@ class NativeSession:
         batch: Any,
         tokens: Sequence[int],
         start: int,
-        run: Run,
+        cancelled: Callable[[], bool],
         *,
         seq: int = 0,
         mirror: Callable[[Any], None] | None = None,
@@ -185,21 +188,21 @@ class NativeSession:
         """``tokens[start:]`` at positions ``start``.. of sequence ``seq``, one ``n_batch`` chunk
         per ``llama_decode`` (each mirrored into the sidecar when ``mirror``), and the media
         spans of ``media`` through its projector (each batch of rows to ``mirror_rows``); the
-        batch row of the last token's outputs, or None when cancelled. The sequence's tokens
-        follow."""
+        batch row of the last token's outputs, or None when ``cancelled()`` says the generation
+        was cancelled. The sequence's tokens follow."""
         n_batch = int(self.llama.llama_n_batch(self.handle))
         spans = media.spans if media is not None else {}
         held = self.sequences[seq]
         last = 0
         for begin, end, span in pieces(tokens, start, spans, n_batch):
-            if run.cancelled():
+            if cancelled():
                 return None
             if span is not None:
                 assert media is not None
                 try:
                     media.projector.decode(self.handle, span, begin, seq, mirror_rows)
                 except LlamaRuntimeError:
-                    if run.cancelled():  # llama.cpp's decode stopped by the abort callback
+                    if cancelled():  # llama.cpp's decode stopped by the abort callback
                         return None
                     raise
                 held.spans.append((begin, span.n_pos, span.extra_cells))
@@ -209,7 +212,7 @@ class NativeSession:
             fill_batch(batch, chunk, begin, seq=seq)
             status = self.decode(batch)
             if status != 0:
-                if run.cancelled():
+                if cancelled():
                     return None
                 raise LlamaRuntimeError(f"llama_decode failed ({status}) on prompt {seq}")
             if mirror is not None:
@@ -218,12 +221,13 @@ class NativeSession:
             last = len(chunk) - 1
         return last
 
-    def logprob(self, run: Run, token: int, row: int) -> TokenLogprob | None:
-        """``token``'s log-probability from the logits of batch row ``row`` (when asked for)."""
-        if run.top_logprobs is None:
+    def logprob(self, top: int | None, token: int, row: int) -> TokenLogprob | None:
+        """``token``'s log-probability and its ``top`` most likely alternatives from the logits
+        of batch row ``row`` (None: not asked for)."""
+        if top is None:
             return None
         logits = self.llama.llama_get_logits_ith(self.handle, row)
-        return token_logprob(self.ffi, logits, self.n_vocab, token, run.top_logprobs)
+        return token_logprob(self.ffi, logits, self.n_vocab, token, top)
 
     # ---- prefix reuse ---------------------------------------------------------------------
 
@@ -287,6 +291,11 @@ class NativeSession:
     def clear_all(self) -> None:
         """Empty every sequence (a context without a sidecar)."""
         self.llama.llama_memory_clear(self.memory(), True)
+        self.forget_held()
+
+    def forget_held(self) -> None:
+        """Every sequence's tokens and checkpoints forgotten, the memory left as it is: the next
+        generation decodes its prompt again (its reuse finds nothing in common and clears it)."""
         for held in self.sequences:
             held.forget()
 

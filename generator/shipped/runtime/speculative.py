@@ -397,6 +397,10 @@ class Sidecar:
         except SYMBOL_ERRORS:  # a wrapper without it: its draft context is not checkpointed
             return self.ffi.NULL
 
+    def live_draft_context(self) -> Any:
+        """:meth:`draft_context` while the sidecar is alive (``ffi.NULL`` once it is freed)."""
+        return self.draft_context() if self.native.alive else self.ffi.NULL
+
     def seq_rm(self, p0: int, seq: int = 0) -> bool:
         """Remove positions ``p0``.. of sequence ``seq`` from the target and the draft context;
         False when llama.cpp refused (then the wrapper removed nothing from the target)."""
