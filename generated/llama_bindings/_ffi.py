@@ -24,10 +24,10 @@ if TYPE_CHECKING:
     from typing import Any
 
 # sha256 of the declarations; a compiled API-mode module must have been built from the same.
-CDEF_IDENTITY = "f4ee45f97382f4b09ddd961e61f167ce665f0bfec3e84c4b5ac68f71c43cebc1"
+CDEF_IDENTITY = "1b82b999b5012a61ccec7c61d280adb7e697db688e5c2ba0e88b3560a43aa8c3"
 # sha256 of what the load-time guard compares (``_abi_expected.py``): a library set sealed as
 # matching these bindings (``verified_files``) is not compared again by the same bindings.
-GUARD_IDENTITY = "3ddbd36decc6669d1222b0dd23baebe4032a9483d54d8875f741194bd53947d8"
+GUARD_IDENTITY = "3ade0c8c9e3e73f8cc959df580b968a9b4f891bda28510093d4c6847e15196bc"
 ABI_MODULE = f"{__package__}._ffi_abi"
 ABI_GUARD_CDEF = """\
 const char *llama_bindgen_abi_commit(void);

@@ -434,6 +434,12 @@ class llama_model_tensor_override:
 class llama_mtp:
     """C ``struct llama_mtp`` (llama_mtp.h): opaque, only pointers to it exist."""
 
+class llama_mtp_chat:
+    """C ``struct llama_mtp_chat`` (llama_mtp.h): opaque, only pointers to it exist."""
+
+class llama_mtp_chat_templates:
+    """C ``struct llama_mtp_chat_templates`` (llama_mtp.h): opaque, only pointers to it exist."""
+
 class llama_mtp_params:
     """C ``struct llama_mtp_params`` (llama_mtp.h)."""
 
@@ -5230,6 +5236,63 @@ class LlamaMtpLibrary:
         Start a generation on seq_id; prompt = the tokens already in the target context.
         """
 
+    def llama_mtp_chat_apply(self, templates: CData, request_json: bytes | CData, chat: CData, result_json: CData, /) -> int:
+        """``enum llama_mtp_status llama_mtp_chat_apply(const struct llama_mtp_chat_templates * templates, const char * request_json, struct llama_mtp_chat ** chat, char ** result_json)`` (llama_mtp.h)
+
+        Render a request. request_json is an object; every member but "messages" is optional:
+          "messages": OpenAI chat messages (text parts, assistant tool calls, tool results); an image
+          or audio item is a part {"type": "media_marker", "text": <libmtmd's marker>} (llama.cpp's
+          server replaces each image_url or input_audio part so before rendering; so does the caller),
+          "tools": OpenAI tools, "tool_choice": "auto" | "required" | "none",
+          "parallel_tool_calls": bool, "reasoning_format": "none" | "auto" | "deepseek" |
+          "deepseek-legacy", "enable_thinking": bool, "chat_template_kwargs": {name: any JSON},
+          "json_schema": a JSON schema, "grammar": GBNF text, "add_generation_prompt": bool (true).
+        On OK: *chat a new handle (parse with it, then free it) and *result_json:
+          {"prompt", "grammar", "grammar_lazy", "grammar_triggers": [{"type": "token" | "word" |
+           "pattern" | "pattern_full", "value", "token"}], "preserved_tokens", "additional_stops",
+           "format" (llama.cpp's name of the parse format), "generation_prompt", "supports_thinking"}.
+        LLAMA_MTP_STATUS_INVALID_ARGUMENT: the request is not valid JSON or not of this shape (an
+        unknown tool choice, a malformed message); TEMPLATE_ERROR: rendering raised (the template's
+        own raise_exception included); SCHEMA_ERROR: the schema cannot be a grammar.
+        """
+
+    def llama_mtp_chat_free(self, chat: CData, /) -> None:
+        """``void llama_mtp_chat_free(struct llama_mtp_chat * chat)`` (llama_mtp.h)"""
+
+    def llama_mtp_chat_parse(self, chat: CData, text: bytes | CData, is_partial: int, message_json: CData, /) -> int:
+        """``enum llama_mtp_status llama_mtp_chat_parse(const struct llama_mtp_chat * chat, const char * text, int32_t is_partial, char ** message_json)`` (llama_mtp.h)
+
+        Parse generated text (all of it so far; is_partial non-zero while generation goes on) with the
+        request's format into *message_json: {"role": "assistant", "content", "reasoning_content",
+        "tool_calls": [{"id", "name", "arguments"}]}. LLAMA_MTP_STATUS_PARSE_ERROR: final text the
+        format's parser refuses.
+        """
+
+    def llama_mtp_chat_supported(self) -> int:
+        """``enum llama_mtp_status llama_mtp_chat_supported(void)`` (llama_mtp.h)
+
+        LLAMA_MTP_STATUS_OK when this library has the chat layer, else NOT_IN_RELEASE.
+        """
+
+    def llama_mtp_chat_templates_free(self, templates: CData, /) -> None:
+        """``void llama_mtp_chat_templates_free(struct llama_mtp_chat_templates * templates)`` (llama_mtp.h)"""
+
+    def llama_mtp_chat_templates_info(self, templates: CData, info: CData, /) -> int:
+        """``enum llama_mtp_status llama_mtp_chat_templates_info(const struct llama_mtp_chat_templates * templates, char ** info)`` (llama_mtp.h)
+
+        Facts of the templates as JSON into *info: {"source": the default template's text,
+        "caps": {capability: bool, ...} (llama.cpp's names), "supports_thinking": bool}.
+        """
+
+    def llama_mtp_chat_templates_init(self, model: CData, template_text: bytes | CData, out: CData, /) -> int:
+        """``enum llama_mtp_status llama_mtp_chat_templates_init(const struct llama_model * model, const char * template_text, struct llama_mtp_chat_templates ** out)`` (llama_mtp.h)
+
+        The chat templates of `model` (its GGUF's tokenizer.chat_template and named variants), or
+        `template_text` (a Jinja template) instead when it is not NULL; `model` may be NULL with a
+        template_text (no BOS/EOS token text then). LLAMA_MTP_STATUS_TEMPLATE_ERROR: the template does
+        not parse.
+        """
+
     def llama_mtp_create(self, ctx_tgt: CData, params: CData, out: CData, /) -> int:
         """``enum llama_mtp_status llama_mtp_create(struct llama_context * ctx_tgt, const struct llama_mtp_params * params, struct llama_mtp ** out)`` (llama_mtp.h)
 
@@ -5304,6 +5367,13 @@ class LlamaMtpLibrary:
 
         Copy the counters of strategy `index` (0 .. llama_mtp_n_strategies - 1) into *stats;
         stats->struct_size must be set by the caller.
+        """
+
+    def llama_mtp_json_schema_to_grammar(self, schema_json: bytes | CData, grammar: CData, /) -> int:
+        """``enum llama_mtp_status llama_mtp_json_schema_to_grammar(const char * schema_json, char ** grammar)`` (llama_mtp.h)
+
+        A JSON schema (text) as a GBNF grammar into *grammar (LLAMA_MTP_STATUS_SCHEMA_ERROR: invalid,
+        or one llama.cpp cannot turn into a grammar, with its message).
         """
 
     def llama_mtp_last_error(self) -> CData:
@@ -5406,6 +5476,12 @@ class LlamaMtpLibrary:
         built from lacks), LLAMA_MTP_STATUS_UNSUPPORTED_STRATEGY (one the wrapper does not run in any
         release) or LLAMA_MTP_STATUS_INVALID_ARGUMENT (not a strategy at all), and
         llama_mtp_last_error() says why.
+        """
+
+    def llama_mtp_string_free(self, text: bytes | CData, /) -> None:
+        """``void llama_mtp_string_free(char * text)`` (llama_mtp.h)
+
+        Free a string this library returned (NULL is ignored).
         """
 
 class MtmdLibrary:

@@ -51,6 +51,8 @@ struct llama_model_quantize_params;
 struct llama_model_tensor_buft_override;
 struct llama_model_tensor_override;
 struct llama_mtp;
+struct llama_mtp_chat;
+struct llama_mtp_chat_templates;
 struct llama_mtp_params;
 struct llama_mtp_stats;
 struct llama_mtp_strategy;
@@ -532,6 +534,9 @@ enum llama_mtp_status {
     LLAMA_MTP_STATUS_VOCAB_MISMATCH = 12,
     LLAMA_MTP_STATUS_FILE_UNREADABLE = 13,
     LLAMA_MTP_STATUS_NOT_IN_RELEASE = 14,
+    LLAMA_MTP_STATUS_TEMPLATE_ERROR = 15,
+    LLAMA_MTP_STATUS_SCHEMA_ERROR = 16,
+    LLAMA_MTP_STATUS_PARSE_ERROR = 17,
 };
 enum llama_mtp_strategy_type {
     LLAMA_MTP_STRATEGY_DRAFT_SIMPLE = 1,
@@ -1953,6 +1958,13 @@ uint64_t llama_model_size(const struct llama_model * model);
 uint32_t llama_mtp_abi_version(void);
 enum llama_mtp_status llama_mtp_accept(struct llama_mtp * mtp, llama_seq_id seq_id, int32_t n_accepted);
 enum llama_mtp_status llama_mtp_begin(struct llama_mtp * mtp, llama_seq_id seq_id, const llama_token * prompt, int32_t n_prompt);
+enum llama_mtp_status llama_mtp_chat_apply(const struct llama_mtp_chat_templates * templates, const char * request_json, struct llama_mtp_chat ** chat, char ** result_json);
+void llama_mtp_chat_free(struct llama_mtp_chat * chat);
+enum llama_mtp_status llama_mtp_chat_parse(const struct llama_mtp_chat * chat, const char * text, int32_t is_partial, char ** message_json);
+enum llama_mtp_status llama_mtp_chat_supported(void);
+void llama_mtp_chat_templates_free(struct llama_mtp_chat_templates * templates);
+enum llama_mtp_status llama_mtp_chat_templates_info(const struct llama_mtp_chat_templates * templates, char ** info);
+enum llama_mtp_status llama_mtp_chat_templates_init(const struct llama_model * model, const char * template_text, struct llama_mtp_chat_templates ** out);
 enum llama_mtp_status llama_mtp_create(struct llama_context * ctx_tgt, const struct llama_mtp_params * params, struct llama_mtp ** out);
 enum llama_mtp_status llama_mtp_default_params(struct llama_mtp_params * params);
 enum llama_mtp_status llama_mtp_default_strategy(int32_t type, struct llama_mtp_strategy * strategy);
@@ -1962,6 +1974,7 @@ void llama_mtp_free(struct llama_mtp * mtp);
 struct llama_context * llama_mtp_get_context(struct llama_mtp * mtp);
 enum llama_mtp_status llama_mtp_get_stats(const struct llama_mtp * mtp, struct llama_mtp_stats * stats);
 enum llama_mtp_status llama_mtp_get_strategy_stats(const struct llama_mtp * mtp, int32_t index, struct llama_mtp_strategy_stats * stats);
+enum llama_mtp_status llama_mtp_json_schema_to_grammar(const char * schema_json, char ** grammar);
 const char * llama_mtp_last_error(void);
 const char * llama_mtp_llama_commit(void);
 enum llama_mtp_status llama_mtp_model_n_nextn_layers(const struct llama_model * model, int32_t * n_layers);
@@ -1974,6 +1987,7 @@ const char * llama_mtp_status_name(int32_t status);
 enum llama_mtp_status llama_mtp_step(struct llama_mtp * mtp, llama_seq_id seq_id, struct llama_sampler * smpl, llama_token id_last, llama_pos n_past, llama_token * tokens, int32_t capacity, int32_t * n_tokens);
 const char * llama_mtp_strategy_name(int32_t type);
 enum llama_mtp_status llama_mtp_strategy_supported(int32_t type);
+void llama_mtp_string_free(char * text);
 uint32_t llama_n_batch(const struct llama_context * ctx);
 uint32_t llama_n_ctx(const struct llama_context * ctx);
 uint32_t llama_n_ctx_seq(const struct llama_context * ctx);

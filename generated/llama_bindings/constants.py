@@ -82,6 +82,9 @@ LLAMA_MTP_STATUS_UNSUPPORTED_STRATEGY: Final = 11  # llama_mtp.h, enum llama_mtp
 LLAMA_MTP_STATUS_VOCAB_MISMATCH: Final = 12  # llama_mtp.h, enum llama_mtp_status
 LLAMA_MTP_STATUS_FILE_UNREADABLE: Final = 13  # llama_mtp.h, enum llama_mtp_status
 LLAMA_MTP_STATUS_NOT_IN_RELEASE: Final = 14  # llama_mtp.h, enum llama_mtp_status
+LLAMA_MTP_STATUS_TEMPLATE_ERROR: Final = 15  # llama_mtp.h, enum llama_mtp_status
+LLAMA_MTP_STATUS_SCHEMA_ERROR: Final = 16  # llama_mtp.h, enum llama_mtp_status
+LLAMA_MTP_STATUS_PARSE_ERROR: Final = 17  # llama_mtp.h, enum llama_mtp_status
 
 
 class SpeculativeMode(enum.StrEnum):

@@ -656,6 +656,9 @@ class llama_mtp_status(enum.IntEnum):
     VOCAB_MISMATCH = 12
     FILE_UNREADABLE = 13
     NOT_IN_RELEASE = 14
+    TEMPLATE_ERROR = 15
+    SCHEMA_ERROR = 16
+    PARSE_ERROR = 17
 
 
 class llama_mtp_strategy_type(enum.IntEnum):
@@ -1181,6 +1184,9 @@ LLAMA_MTP_STATUS_UNSUPPORTED_STRATEGY: Final = llama_mtp_status.UNSUPPORTED_STRA
 LLAMA_MTP_STATUS_VOCAB_MISMATCH: Final = llama_mtp_status.VOCAB_MISMATCH
 LLAMA_MTP_STATUS_FILE_UNREADABLE: Final = llama_mtp_status.FILE_UNREADABLE
 LLAMA_MTP_STATUS_NOT_IN_RELEASE: Final = llama_mtp_status.NOT_IN_RELEASE
+LLAMA_MTP_STATUS_TEMPLATE_ERROR: Final = llama_mtp_status.TEMPLATE_ERROR
+LLAMA_MTP_STATUS_SCHEMA_ERROR: Final = llama_mtp_status.SCHEMA_ERROR
+LLAMA_MTP_STATUS_PARSE_ERROR: Final = llama_mtp_status.PARSE_ERROR
 LLAMA_MTP_STRATEGY_DRAFT_SIMPLE: Final = llama_mtp_strategy_type.DRAFT_SIMPLE
 LLAMA_MTP_STRATEGY_DRAFT_EAGLE3: Final = llama_mtp_strategy_type.DRAFT_EAGLE3
 LLAMA_MTP_STRATEGY_DRAFT_MTP: Final = llama_mtp_strategy_type.DRAFT_MTP

@@ -322,6 +322,7 @@ SHIPPED = (
     "rpc_worker.py",
     "runtime/__init__.py",
     "runtime/adapters.py",
+    "runtime/chat_layer.py",
     "runtime/context.py",
     "runtime/decoding.py",
     "runtime/devices.py",

@@ -13,6 +13,7 @@
 // count to the draft-context strategy once it has drafted for the sequence.
 
 #include "llama_mtp.h"
+#include "llama_mtp_guard.h"
 #include "llama_mtp_sidecar.h"
 
 #include <algorithm>
@@ -61,6 +62,9 @@ const status_row k_status_rows[] = {
     LLAMA_MTP_STATUS_ROW(VOCAB_MISMATCH),
     LLAMA_MTP_STATUS_ROW(FILE_UNREADABLE),
     LLAMA_MTP_STATUS_ROW(NOT_IN_RELEASE),
+    LLAMA_MTP_STATUS_ROW(TEMPLATE_ERROR),
+    LLAMA_MTP_STATUS_ROW(SCHEMA_ERROR),
+    LLAMA_MTP_STATUS_ROW(PARSE_ERROR),
 };
 #undef LLAMA_MTP_STATUS_ROW
 
@@ -98,22 +102,18 @@ llama_mtp_status ok() {
 namespace {
 
 // Live handles: a freed or foreign pointer is refused without being dereferenced.
-std::mutex g_handles_mutex;
-std::unordered_set<const llama_mtp *> g_handles;
+live_set<llama_mtp> g_handles;
 
 void register_handle(const llama_mtp * h) {
-    std::lock_guard<std::mutex> lock(g_handles_mutex);
-    g_handles.insert(h);
+    g_handles.add(h);
 }
 
 bool unregister_handle(const llama_mtp * h) {
-    std::lock_guard<std::mutex> lock(g_handles_mutex);
-    return g_handles.erase(h) == 1;
+    return g_handles.remove(h);
 }
 
 bool is_live(const llama_mtp * h) {
-    std::lock_guard<std::mutex> lock(g_handles_mutex);
-    return g_handles.count(h) == 1;
+    return g_handles.contains(h);
 }
 
 llama_mtp_status check_handle(const llama_mtp * h, const char * where) {
@@ -128,18 +128,6 @@ llama_mtp_status check_handle(const llama_mtp * h, const char * where) {
     return LLAMA_MTP_STATUS_OK;
 }
 
-template <typename F>
-llama_mtp_status guarded(const char * where, F && body) noexcept {
-    try {
-        return body();
-    } catch (const std::bad_alloc &) {
-        return fail(LLAMA_MTP_STATUS_INTERNAL_ERROR, std::string(where) + ": out of memory");
-    } catch (const std::exception & e) {
-        return fail(LLAMA_MTP_STATUS_INTERNAL_ERROR, std::string(where) + ": " + e.what());
-    } catch (...) {
-        return fail(LLAMA_MTP_STATUS_INTERNAL_ERROR, std::string(where) + ": unknown exception");
-    }
-}
 
 }  // namespace
 

@@ -67,8 +67,13 @@ enum llama_mtp_status {
     LLAMA_MTP_STATUS_UNSUPPORTED_STRATEGY = 11, /* a strategy, or a mix, this library cannot run */
     LLAMA_MTP_STATUS_VOCAB_MISMATCH      = 12, /* the draft model's vocabulary is not the target's */
     LLAMA_MTP_STATUS_FILE_UNREADABLE     = 13, /* an n-gram cache file is missing or malformed */
-    LLAMA_MTP_STATUS_NOT_IN_RELEASE      = 14  /* a strategy or feature the llama.cpp release this
+    LLAMA_MTP_STATUS_NOT_IN_RELEASE      = 14, /* a strategy or feature the llama.cpp release this
                                                 * library was built from does not have */
+    LLAMA_MTP_STATUS_TEMPLATE_ERROR      = 15, /* a chat template that does not parse, or raised
+                                                * while rendering (llama.cpp's message) */
+    LLAMA_MTP_STATUS_SCHEMA_ERROR        = 16, /* a JSON schema that is invalid, or that llama.cpp
+                                                * cannot turn into a grammar */
+    LLAMA_MTP_STATUS_PARSE_ERROR         = 17  /* generated text the chat format's parser refuses */
 };
 
 /* Speculative strategies: upstream's COMMON_SPECULATIVE_TYPE_* with fixed values of our own. A
@@ -340,6 +345,76 @@ LLAMA_MTP_API enum llama_mtp_status llama_mtp_get_strategy_stats(
 
 /* Zero the counters (the strategies' too). */
 LLAMA_MTP_API enum llama_mtp_status llama_mtp_reset_stats(struct llama_mtp * mtp);
+
+/* ---- Chat: llama.cpp's own chat layer (common/chat, common/json-schema-to-grammar) ----------
+ *
+ * The model's template run by llama.cpp's Jinja engine, tools, reasoning and JSON schemas, as
+ * llama.cpp's server of the same release renders and parses them. Strings in and out are UTF-8
+ * JSON texts; a string the library returns is freed with llama_mtp_string_free. Added after the
+ * first release; a library built from a release without the chat layer refuses every call below
+ * with LLAMA_MTP_STATUS_NOT_IN_RELEASE. Handles follow the rules above (a freed or foreign one is
+ * refused without being dereferenced). */
+
+/* A model's chat templates (its default and named variants). */
+struct llama_mtp_chat_templates;
+
+/* One rendered request: what parsing its generated text needs. */
+struct llama_mtp_chat;
+
+/* LLAMA_MTP_STATUS_OK when this library has the chat layer, else NOT_IN_RELEASE. */
+LLAMA_MTP_API enum llama_mtp_status llama_mtp_chat_supported(void);
+
+/* The chat templates of `model` (its GGUF's tokenizer.chat_template and named variants), or
+ * `template_text` (a Jinja template) instead when it is not NULL; `model` may be NULL with a
+ * template_text (no BOS/EOS token text then). LLAMA_MTP_STATUS_TEMPLATE_ERROR: the template does
+ * not parse. */
+LLAMA_MTP_API enum llama_mtp_status llama_mtp_chat_templates_init(
+        const struct llama_model * model, const char * template_text,
+        struct llama_mtp_chat_templates ** out);
+
+LLAMA_MTP_API void llama_mtp_chat_templates_free(struct llama_mtp_chat_templates * templates);
+
+/* Facts of the templates as JSON into *info: {"source": the default template's text,
+ * "caps": {capability: bool, ...} (llama.cpp's names), "supports_thinking": bool}. */
+LLAMA_MTP_API enum llama_mtp_status llama_mtp_chat_templates_info(
+        const struct llama_mtp_chat_templates * templates, char ** info);
+
+/* Render a request. request_json is an object; every member but "messages" is optional:
+ *   "messages": OpenAI chat messages (text parts, assistant tool calls, tool results); an image
+ *   or audio item is a part {"type": "media_marker", "text": <libmtmd's marker>} (llama.cpp's
+ *   server replaces each image_url or input_audio part so before rendering; so does the caller),
+ *   "tools": OpenAI tools, "tool_choice": "auto" | "required" | "none",
+ *   "parallel_tool_calls": bool, "reasoning_format": "none" | "auto" | "deepseek" |
+ *   "deepseek-legacy", "enable_thinking": bool, "chat_template_kwargs": {name: any JSON},
+ *   "json_schema": a JSON schema, "grammar": GBNF text, "add_generation_prompt": bool (true).
+ * On OK: *chat a new handle (parse with it, then free it) and *result_json:
+ *   {"prompt", "grammar", "grammar_lazy", "grammar_triggers": [{"type": "token" | "word" |
+ *    "pattern" | "pattern_full", "value", "token"}], "preserved_tokens", "additional_stops",
+ *    "format" (llama.cpp's name of the parse format), "generation_prompt", "supports_thinking"}.
+ * LLAMA_MTP_STATUS_INVALID_ARGUMENT: the request is not valid JSON or not of this shape (an
+ * unknown tool choice, a malformed message); TEMPLATE_ERROR: rendering raised (the template's
+ * own raise_exception included); SCHEMA_ERROR: the schema cannot be a grammar. */
+LLAMA_MTP_API enum llama_mtp_status llama_mtp_chat_apply(
+        const struct llama_mtp_chat_templates * templates, const char * request_json,
+        struct llama_mtp_chat ** chat, char ** result_json);
+
+/* Parse generated text (all of it so far; is_partial non-zero while generation goes on) with the
+ * request's format into *message_json: {"role": "assistant", "content", "reasoning_content",
+ * "tool_calls": [{"id", "name", "arguments"}]}. LLAMA_MTP_STATUS_PARSE_ERROR: final text the
+ * format's parser refuses. */
+LLAMA_MTP_API enum llama_mtp_status llama_mtp_chat_parse(
+        const struct llama_mtp_chat * chat, const char * text, int32_t is_partial,
+        char ** message_json);
+
+LLAMA_MTP_API void llama_mtp_chat_free(struct llama_mtp_chat * chat);
+
+/* A JSON schema (text) as a GBNF grammar into *grammar (LLAMA_MTP_STATUS_SCHEMA_ERROR: invalid,
+ * or one llama.cpp cannot turn into a grammar, with its message). */
+LLAMA_MTP_API enum llama_mtp_status llama_mtp_json_schema_to_grammar(
+        const char * schema_json, char ** grammar);
+
+/* Free a string this library returned (NULL is ignored). */
+LLAMA_MTP_API void llama_mtp_string_free(char * text);
 
 #ifdef __cplusplus
 }

@@ -186,6 +186,63 @@ set(_llama_mtp_variant_draft_backend_sampling [=[
     sp.draft.backend_sampling = true;
 ]=])
 
+# The chat layer's probes (file scope before each body): its headers, and how the wrapper names
+# the types the tree declares (llama_mtp_chat_upstream.cpp does the same).
+set(_llama_mtp_chat_includes [=[
+#include "chat.h"
+#include "json-schema-to-grammar.h"
+#include <type_traits>
+template <typename F> struct llama_mtp_probe_first;
+template <typename R, typename A, typename... Rest> struct llama_mtp_probe_first<R (*)(A, Rest...)> {
+    using type = std::decay_t<A>;
+};
+]=])
+set(_llama_mtp_variant_chat [=[
+    using up_json = llama_mtp_probe_first<decltype(&common_chat_msgs_parse_oaicompat)>::type;
+    using parse_input = llama_mtp_probe_first<decltype(&common_chat_parse)>::type;
+    common_chat_templates_ptr t = common_chat_templates_init(model, std::string("x"));
+    common_chat_templates_inputs in;
+    in.messages = common_chat_msgs_parse_oaicompat(up_json::parse("[]"));
+    in.tools = common_chat_tools_parse_oaicompat(up_json::parse("[]"));
+    in.tool_choice = common_chat_tool_choice_parse_oaicompat("auto");
+    in.reasoning_format = common_reasoning_format_from_name("none");
+    in.use_jinja = true; in.add_generation_prompt = true; in.parallel_tool_calls = false;
+    in.enable_thinking = true; in.chat_template_kwargs["k"] = "v"; in.json_schema = "";
+    in.grammar = json_schema_to_grammar(up_json::parse("{}"));
+    common_chat_params p = common_chat_templates_apply(t.get(), in);
+    for (const auto & tr : p.grammar_triggers) {
+        (void) tr.value; (void) tr.token;
+        bool word = tr.type == COMMON_GRAMMAR_TRIGGER_TYPE_WORD; (void) word;
+    }
+    (void) p.prompt; (void) p.grammar; (void) p.grammar_lazy; (void) p.preserved_tokens;
+    (void) p.additional_stops; (void) p.generation_prompt; (void) p.supports_thinking;
+    (void) common_chat_format_name(p.format);
+    common_chat_parser_params pp(p);
+    common_chat_msg m = common_chat_parse(parse_input(std::string("x")), false, pp);
+    (void) m.role; (void) m.content; (void) m.reasoning_content;
+    for (const auto & c : m.tool_calls) { (void) c.id; (void) c.name; (void) c.arguments; }
+    for (const auto & [name, on] : common_chat_templates_get_caps(t.get())) { (void) name; (void) on; }
+    (void) common_chat_templates_source(t.get());
+    (void) common_chat_templates_support_enable_thinking(t.get());
+    common_chat_template again(std::string("x"), "", ""); (void) again;
+]=])
+set(_llama_mtp_variant_chat_parser_text [=[
+    common_chat_params p;
+    common_chat_parser_params pp(p);
+    const std::string & serialised = p.parser;
+    pp.parser.load(serialised);
+]=])
+set(_llama_mtp_variant_chat_parser_arena [=[
+    common_chat_params p;
+    common_chat_parser_params pp(p);
+    pp.parser = p.parser;
+]=])
+set(_llama_mtp_variant_chat_parser_reasoning [=[
+    common_chat_parser_params pp;
+    pp.reasoning_format = COMMON_REASONING_FORMAT_NONE;
+    pp.parse_tool_calls = true;
+]=])
+
 function(llama_mtp_run_probes llama_cpp_dir)
     file(REMOVE_RECURSE "${_llama_mtp_probe_dir}")
     file(MAKE_DIRECTORY "${_llama_mtp_probe_dir}")
@@ -215,6 +272,21 @@ function(llama_mtp_run_probes llama_cpp_dir)
         set(LLAMA_MTP_UP_BATCH_EMBD 0)
         list(APPEND LLAMA_MTP_UP_SUMMARY "BATCH_EMBD=none")
     endif()
+    # The chat layer (optional: without it the chat entry points answer NOT_IN_RELEASE).
+    set(LLAMA_MTP_PROBE_EXTRA_INCLUDES "${_llama_mtp_chat_includes}")
+    _llama_mtp_facet(CHAT FALSE chat)
+    if(LLAMA_MTP_UP_CHAT EQUAL 1)
+        _llama_mtp_facet(CHAT_PARSER FALSE chat_parser_text chat_parser_arena)
+        _llama_mtp_facet(CHAT_PARSER_REASONING FALSE chat_parser_reasoning)
+        if(LLAMA_MTP_UP_CHAT_PARSER EQUAL 0)
+            set(LLAMA_MTP_UP_CHAT 0)  # a parser the wrapper cannot hand on: no chat
+            list(APPEND LLAMA_MTP_UP_SUMMARY "CHAT=off")
+        endif()
+    else()
+        set(LLAMA_MTP_UP_CHAT_PARSER 0)
+        set(LLAMA_MTP_UP_CHAT_PARSER_REASONING 0)
+    endif()
+    set(LLAMA_MTP_PROBE_EXTRA_INCLUDES "")
     if(WIN32)
         # llama_context's members are not exported from a Windows libllama.
         set(LLAMA_MTP_UP_N_OUTPUTS_MAX 0)
@@ -258,6 +330,14 @@ function(llama_mtp_run_probes llama_cpp_dir)
     _flag(LLAMA_MTP_UP_N_OUTPUTS_MAX ${LLAMA_MTP_UP_N_OUTPUTS_MAX})
     _flag(LLAMA_MTP_UP_DRAFT_BACKEND_SAMPLING ${LLAMA_MTP_UP_DRAFT_BACKEND_SAMPLING})
     _flag(LLAMA_MTP_UP_BATCH_EMBD ${LLAMA_MTP_UP_BATCH_EMBD})
+    _flag(LLAMA_MTP_UP_CHAT ${LLAMA_MTP_UP_CHAT})
+    if(LLAMA_MTP_UP_CHAT_PARSER EQUAL 1)
+        list(APPEND _defs "LLAMA_MTP_UP_CHAT_PARSER_TEXT=1")
+    else()
+        list(APPEND _defs "LLAMA_MTP_UP_CHAT_PARSER_TEXT=0")
+    endif()
+    _flag(LLAMA_MTP_UP_CHAT_PARSER_REASONING ${LLAMA_MTP_UP_CHAT_PARSER_REASONING})
+    set(LLAMA_MTP_UP_CHAT ${LLAMA_MTP_UP_CHAT} PARENT_SCOPE)
 
     string(REPLACE ";" " " _summary "${LLAMA_MTP_UP_SUMMARY}")
     set(LLAMA_MTP_UP_DEFINITIONS "${_defs}" PARENT_SCOPE)

@@ -38,6 +38,16 @@ class LlamaMediaError(LlamaRuntimeError, ValueError):
     malformed, or libmtmd cannot preprocess it."""
 
 
+class LlamaSchemaError(LlamaRuntimeError, ValueError):
+    """A JSON schema that is invalid, or that llama.cpp cannot turn into a grammar (its message
+    says why)."""
+
+
+class LlamaChatParseError(LlamaRuntimeError, ValueError):
+    """Generated text that the chat format's parser (llama.cpp's, for the model's template)
+    refuses."""
+
+
 class LlamaRpcError(LlamaRuntimeError):
     """An RPC server (llama.cpp's ``ggml-rpc`` worker) cannot be used; ``endpoint`` names it and
     ``reason`` says why. Raised by the runtime's checks before llama.cpp connects: llama.cpp

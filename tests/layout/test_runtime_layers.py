@@ -17,7 +17,7 @@ RUNTIME = REPO_ROOT / "generator" / "shipped" / "runtime"
 # decode loops on the request; the Context on everything, and the package on the Context.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("devices", "llama_log", "results"),
-    ("adapters", "media"),
+    ("adapters", "chat_layer", "media"),
     ("model",),
     ("sampling", "speculative"),
     ("session",),

@@ -453,6 +453,88 @@ static void no_model_strategy_cases(void) {
     printf("INFO n_strategies_null %d\n", llama_mtp_n_strategies(NULL));
 }
 
+/* The chat section on template texts (no model): every misuse a status, never an abort. */
+static const char * k_chat_template =
+    "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}";
+static const char * k_chat_request =
+    "{\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"},"
+    " {\"role\": \"user\", \"content\": \"Hi\"}]}";
+
+static void chat_apply_cases(struct llama_mtp_chat_templates * t) {
+    struct llama_mtp_chat * chat = NULL;
+    char * result = NULL;
+    report("chat_apply_null_request", llama_mtp_chat_apply(t, NULL, &chat, &result));
+    report("chat_apply_not_json", llama_mtp_chat_apply(t, "{messages", &chat, &result));
+    report("chat_apply_no_messages", llama_mtp_chat_apply(t, "{}", &chat, &result));
+    report("chat_apply_messages_not_array", llama_mtp_chat_apply(t, "{\"messages\": 3}", &chat, &result));
+    report("chat_apply_bad_tool_choice", llama_mtp_chat_apply(t,
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tool_choice\": \"sometimes\"}",
+        &chat, &result));
+    report("chat_apply_grammar_and_schema", llama_mtp_chat_apply(t,
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"grammar\": \"root ::= \\\"a\\\"\","
+        " \"json_schema\": {\"type\": \"string\"}}", &chat, &result));
+    report("chat_apply_bad_schema", llama_mtp_chat_apply(t,
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}],"
+        " \"json_schema\": {\"$ref\": \"#/definitions/missing\"}}", &chat, &result));
+    printf("INFO chat_apply_refused_cleared %d\n", chat == NULL && result == NULL);
+    report("chat_apply", llama_mtp_chat_apply(t, k_chat_request, &chat, &result));
+    printf("INFO chat_result %s\n", result ? result : "(null)");
+    llama_mtp_string_free(result);
+    char * message = NULL;
+    report("chat_parse", llama_mtp_chat_parse(chat, "Hello there", 0, &message));
+    printf("INFO chat_message %s\n", message ? message : "(null)");
+    llama_mtp_string_free(message);
+    report("chat_parse_null_text", llama_mtp_chat_parse(chat, NULL, 0, &message));
+    llama_mtp_chat_free(chat);
+    report("chat_parse_freed", llama_mtp_chat_parse(chat, "x", 0, &message));
+    report("chat_parse_foreign", llama_mtp_chat_parse((struct llama_mtp_chat *) (void *) &message,
+                                                      "x", 0, &message));
+    llama_mtp_chat_free(chat); /* twice: ignored */
+}
+
+static void chat_cases(void) {
+    struct llama_mtp_chat_templates * t = NULL;
+    struct llama_mtp_chat * chat = NULL;
+    char * text = NULL;
+    report("chat_supported", llama_mtp_chat_supported());
+    report("chat_init_null_out", llama_mtp_chat_templates_init(NULL, k_chat_template, NULL));
+    report("chat_init_nothing", llama_mtp_chat_templates_init(NULL, NULL, &t));
+    report("chat_init_bad_jinja", llama_mtp_chat_templates_init(NULL, "{% if %}", &t));
+    printf("INFO chat_init_refused_cleared %d\n", t == NULL);
+    /* a template that raises on what one conversation says (llama.cpp's chat layer works
+     * around templates that merely lack a system role, so that is not the case to test) */
+    report("chat_init_raising", llama_mtp_chat_templates_init(NULL,
+        "{% for m in messages %}{% if m['content'] is string and 'forbidden' in m['content'] %}"
+        "{{ raise_exception('this template refuses the word forbidden') }}{% endif %}"
+        "<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
+        "{% if add_generation_prompt %}<|assistant|>{% endif %}", &t));
+    report("chat_apply_raising", llama_mtp_chat_apply(t,
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"a forbidden word\"}]}", &chat, &text));
+    /* llama.cpp's message runs over several lines: the template's own words are in it */
+    printf("INFO chat_apply_raising_says_why %d\n",
+           strstr(llama_mtp_last_error(), "refuses the word forbidden") != NULL);
+    llama_mtp_chat_templates_free(t);
+    t = NULL;
+    report("chat_init", llama_mtp_chat_templates_init(NULL, k_chat_template, &t));
+    report("chat_info", llama_mtp_chat_templates_info(t, &text));
+    llama_mtp_string_free(text);
+    text = NULL;
+    chat_apply_cases(t);
+    llama_mtp_chat_templates_free(t);
+    report("chat_info_freed", llama_mtp_chat_templates_info(t, &text));
+    report("chat_apply_freed", llama_mtp_chat_apply(t, k_chat_request, &chat, &text));
+    llama_mtp_chat_templates_free(t); /* twice: ignored */
+    report("schema_to_grammar", llama_mtp_json_schema_to_grammar(
+        "{\"type\": \"object\", \"properties\": {\"n\": {\"type\": \"integer\"}}}", &text));
+    printf("INFO schema_grammar_has_root %d\n", text != NULL && strstr(text, "root ::=") != NULL);
+    llama_mtp_string_free(text);
+    report("schema_not_json", llama_mtp_json_schema_to_grammar("{type", &text));
+    report("schema_unresolvable", llama_mtp_json_schema_to_grammar("{\"$ref\": \"#/definitions/missing\"}", &text));
+    report("schema_null", llama_mtp_json_schema_to_grammar(NULL, &text));
+    llama_mtp_string_free(NULL);
+}
+
 /* llama_mtp_create on a fresh agree context with these strategies; the handle is freed. */
 static enum llama_mtp_status try_create(struct llama_model * agree, const struct llama_mtp_strategy * list,
                                         uint32_t n, struct llama_model * draft) {
@@ -628,6 +710,7 @@ int main(int argc, char ** argv) {
     llama_backend_init();
     no_model_cases();
     no_model_strategy_cases();
+    chat_cases();
     if (argc >= 4) {
         model_cases(argv[1], argv[2], argv[3]);
     }

@@ -32,6 +32,37 @@ DRAFT_DEFAULT = header_macro("LLAMA_MTP_DRAFT_DEFAULT")
 
 PLATFORMS = ("linux-x86_64", "linux-aarch64", "windows-x86_64")
 
+# the chat section on template texts (mtp_cases.c's chat_cases): llama.cpp's chat layer is in
+# every tree the tests build (the pin)
+CHAT_CASES = {
+    "chat_supported": "OK",
+    "chat_init_null_out": "INVALID_ARGUMENT",
+    "chat_init_nothing": "INVALID_ARGUMENT",
+    "chat_init_bad_jinja": "TEMPLATE_ERROR",
+    "chat_init_raising": "OK",  # it raises when rendering
+    "chat_apply_raising": "TEMPLATE_ERROR",
+    "chat_init": "OK",
+    "chat_info": "OK",
+    "chat_apply_null_request": "INVALID_ARGUMENT",
+    "chat_apply_not_json": "INVALID_ARGUMENT",
+    "chat_apply_no_messages": "INVALID_ARGUMENT",
+    "chat_apply_messages_not_array": "INVALID_ARGUMENT",
+    "chat_apply_bad_tool_choice": "INVALID_ARGUMENT",
+    "chat_apply_grammar_and_schema": "INVALID_ARGUMENT",
+    "chat_apply_bad_schema": "SCHEMA_ERROR",
+    "chat_apply": "OK",
+    "chat_parse": "OK",
+    "chat_parse_null_text": "INVALID_ARGUMENT",
+    "chat_parse_freed": "INVALID_ARGUMENT",
+    "chat_parse_foreign": "INVALID_ARGUMENT",
+    "chat_info_freed": "INVALID_ARGUMENT",
+    "chat_apply_freed": "INVALID_ARGUMENT",
+    "schema_to_grammar": "OK",
+    "schema_not_json": "SCHEMA_ERROR",
+    "schema_unresolvable": "SCHEMA_ERROR",
+    "schema_null": "INVALID_ARGUMENT",
+}
+
 NO_MODEL_CASES = {
     "default_params": "OK",
     "default_params_old_struct": "UNSUPPORTED_VERSION",
@@ -268,6 +299,31 @@ def test_error_cases_without_model(
     # the commit the build was given: the tree's, or "unknown" for a tree whose source states
     # none (a PyPI sdist)
     assert info["llama_commit"] == (Tree.read(tree_pin).commit or UNKNOWN_COMMIT)
+
+
+def test_chat_cases_without_model(
+    execution: Execution, cases_exe: Path, statuses: dict[str, int]
+) -> None:
+    """The chat section on template texts: each misuse its status with llama.cpp's own message
+    (not a sliced "std::exception"), and a plain request rendered and parsed."""
+    import json
+
+    proc = _run(execution, cases_exe)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    cases, info = parse_cases(proc.stdout)
+    _check(cases, CHAT_CASES, statuses)
+    for name in ("chat_init_bad_jinja", "chat_apply_bad_schema", "schema_unresolvable"):
+        assert "std::exception" not in cases[name][1], cases[name]
+    assert info["chat_apply_raising_says_why"] == "1"
+    assert info["chat_init_refused_cleared"] == "1" and info["chat_apply_refused_cleared"] == "1"
+    result = json.loads(info["chat_result"])
+    assert result["prompt"] == "<|system|>Be brief.\n<|user|>Hi\n<|assistant|>"
+    assert result["grammar"] == "" and result["grammar_triggers"] == []
+    message = json.loads(info["chat_message"])
+    assert message == {
+        "role": "assistant", "content": "Hello there", "reasoning_content": "", "tool_calls": []
+    }  # fmt: skip
+    assert info["schema_grammar_has_root"] == "1"
 
 
 def test_error_cases_with_models(

@@ -51,6 +51,7 @@ from ..constants import LLAMA_DEFAULT_SEED as LLAMA_DEFAULT_SEED
 from ..constants import MTP_DRAFT_CONTEXT as MTP_DRAFT_CONTEXT
 from ..constants import MTP_STRATEGY_TYPES as MTP_STRATEGY_TYPES
 from ..constants import SpeculativeMode as SpeculativeMode
+from ..errors import LlamaChatParseError as LlamaChatParseError
 from ..errors import LlamaClosedError as LlamaClosedError
 from ..errors import LlamaLoadError as LlamaLoadError
 from ..errors import LlamaMediaError as LlamaMediaError
@@ -59,6 +60,7 @@ from ..errors import LlamaRpcHandshakeError as LlamaRpcHandshakeError
 from ..errors import LlamaRpcUnreachableError as LlamaRpcUnreachableError
 from ..errors import LlamaRpcVersionError as LlamaRpcVersionError
 from ..errors import LlamaRuntimeError as LlamaRuntimeError
+from ..errors import LlamaSchemaError as LlamaSchemaError
 from ..errors import LlamaStateError as LlamaStateError
 from ..errors import LlamaUnsupportedError as LlamaUnsupportedError
 from ..lifetimes import NativeObject as NativeObject
@@ -81,6 +83,10 @@ from ..params import requested_settings as requested_settings
 from ..params import set_field as set_field
 from .adapters import ControlVectorData as ControlVectorData
 from .adapters import LoraAdapter as LoraAdapter
+from .chat_layer import ChatTemplates as ChatTemplates
+from .chat_layer import GrammarTrigger as GrammarTrigger
+from .chat_layer import RenderedChat as RenderedChat
+from .chat_layer import json_schema_to_grammar as json_schema_to_grammar
 from .context import LOGGER as LOGGER
 from .context import Context as Context
 from .devices import Device as Device

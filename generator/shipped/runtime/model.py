@@ -28,6 +28,7 @@ from ..params import (
 )
 from ..rpc_protocol import Endpoint
 from .adapters import LoraAdapter
+from .chat_layer import ChatTemplates
 from .devices import (
     CONNECTIONS,
     connect_servers,
@@ -392,6 +393,14 @@ class Model:
         if text == self.ffi.NULL:
             return None
         return str(self.ffi.string(text).decode("utf-8", errors="replace"))
+
+    def chat_templates(self, template: str | None = None) -> ChatTemplates:
+        """This model's chat templates in llama.cpp's own chat layer (its Jinja engine, tools,
+        reasoning, JSON schemas; see :class:`ChatTemplates`), or ``template`` (a Jinja text)
+        instead; close the result (or use it in a ``with``) before the model."""
+        templates = ChatTemplates(self.libs, self.handle, template)
+        templates.native.depends_on(self.native)  # closed with the model, first
+        return templates
 
     def apply_chat_template(
         self,

@@ -1,0 +1,159 @@
+"""llama.cpp's chat layer through the wrapper (``runtime.ChatTemplates``, ``llama_mtp_chat_*``), on
+upstream's own material: every template the pinned tree ships in ``models/templates/`` renders a
+conversation, with and without tools; tool calls and reasoning written in a template's own format
+come back parsed, in full and while still being written; misuse is a typed error. (The C-level
+statuses: tests/native/test_wrapper_errors.py; schema-constrained generation on a real model:
+tests/realmodel/test_gemma_chat_layer.py.)"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]
+
+CONVERSATION = [
+    {"role": "system", "content": "You are a helpful assistant."},
+    {"role": "user", "content": "What is 2+2?"},
+    {"role": "assistant", "content": "It is 4."},
+    {"role": "user", "content": "And 3+3?"},
+]
+TOOL = "sum_two_numbers"
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "sum_two_numbers",
+            "description": "Add two numbers",
+            "parameters": {
+                "type": "object",
+                "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+                "required": ["a", "b"],
+            },
+        },
+    }
+]
+
+
+def _templates(tree: Path) -> list[Path]:
+    found = sorted((tree / "models" / "templates").glob("*.jinja"))
+    assert len(found) > 50, "the tree's models/templates/ went missing"
+    return found
+
+
+def test_every_template_upstream_ships_renders_a_conversation(
+    runtime: Any, libs: Any, tree_pin: Path
+) -> None:
+    """Each template renders the 4-message conversation, and again with a tool: every user turn's
+    text is in the prompt, and a request with tools names the tool (in the prompt, or in a
+    grammar that makes the model call it) exactly where llama.cpp finds the template describes
+    tools or writes tool calls (it adds the description to the system turn of the second kind):
+    llama.cpp drops the tools of the others without a word (the runtime's to refuse)."""
+    failures = []
+    for path in _templates(tree_pin):
+        try:
+            with runtime.ChatTemplates(libs, template=path.read_text(encoding="utf-8")) as t:
+                caps = t.info()["caps"]
+                supports_tools = caps["supports_tools"] or caps["supports_tool_calls"]
+                plain = t.apply({"messages": CONVERSATION})
+                tools = t.apply({"messages": CONVERSATION, "tools": TOOLS})
+        except Exception as exc:  # collected: the assertion names every template that failed
+            failures.append(f"{path.stem}: {type(exc).__name__}: {str(exc)[:200]}")
+            continue
+        for rendered in (plain, tools):
+            missing = [
+                m["content"] for m in CONVERSATION[1::2] if m["content"] not in rendered.prompt
+            ]
+            if missing:
+                failures.append(f"{path.stem}: {missing} not in the prompt")
+        named = TOOL in tools.prompt or TOOL in tools.grammar
+        if named != supports_tools:
+            failures.append(f"{path.stem}: tool named {named}, tools supported {supports_tools}")
+    assert failures == []
+
+
+def _rendered(runtime: Any, libs: Any, tree: Path, name: str, **request: Any) -> Any:
+    source = (tree / "models" / "templates" / f"{name}.jinja").read_text(encoding="utf-8")
+    with runtime.ChatTemplates(libs, template=source) as t:
+        return t.apply({"messages": CONVERSATION[:2], **request})
+
+
+@pytest.mark.parametrize(
+    ("template", "written"),
+    [
+        # Hermes' JSON tool call
+        (
+            "NousResearch-Hermes-3-Llama-3.1-8B-tool_use",
+            '<tool_call>\n{"name": "sum_two_numbers", "arguments": {"a": 2, "b": 2}}\n</tool_call>',
+        ),
+        # Qwen 3.5's XML function call, after the reasoning the generation prompt opened
+        (
+            "Qwen3.5-4B",
+            "Adding.\n</think>\n\n<tool_call>\n<function=sum_two_numbers>\n<parameter=a>\n2\n</parameter>\n"
+            "<parameter=b>\n2\n</parameter>\n</function>\n</tool_call>",
+        ),
+    ],
+)
+def test_a_tool_call_in_the_templates_format_is_parsed(
+    runtime: Any, libs: Any, tree_pin: Path, template: str, written: str
+) -> None:
+    chat = _rendered(runtime, libs, tree_pin, template, tools=TOOLS, reasoning_format="auto")
+    assert chat.grammar_lazy and chat.grammar_triggers  # the grammar waits for the call
+    message = chat.parse(written)
+    assert [c["name"] for c in message["tool_calls"]] == [TOOL]
+    assert json.loads(message["tool_calls"][0]["arguments"]) == {"a": 2, "b": 2}
+    assert message["content"] == ""
+    # while it is written: the call is known before its arguments are complete
+    half = chat.parse(written[: written.index("2") + 1], partial=True)
+    assert [c["name"] for c in half["tool_calls"]] == [TOOL]
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(half["tool_calls"][0]["arguments"])
+
+
+def test_reasoning_is_separated_from_the_answer(runtime: Any, libs: Any, tree_pin: Path) -> None:
+    chat = _rendered(runtime, libs, tree_pin, "Qwen-Qwen3-0.6B", reasoning_format="auto")
+    message = chat.parse("<think>\nTwo and two.\n</think>\n\nIt is 4.")
+    assert message["reasoning_content"].strip() == "Two and two."
+    assert message["content"] == "It is 4."
+    # with reasoning_format none the thinking stays in the content, as llama.cpp's server does
+    raw = _rendered(runtime, libs, tree_pin, "Qwen-Qwen3-0.6B", reasoning_format="none")
+    kept = raw.parse("<think>\nTwo and two.\n</think>\n\nIt is 4.")
+    assert "Two and two." in kept["content"] and kept["reasoning_content"] == ""
+
+
+def test_thinking_off_is_rendered_by_the_template(runtime: Any, libs: Any, tree_pin: Path) -> None:
+    """enable_thinking reaches the template: Qwen 3.5 opens a thinking block, or closes it empty."""
+    on = _rendered(runtime, libs, tree_pin, "Qwen3.5-4B", enable_thinking=True)
+    off = _rendered(runtime, libs, tree_pin, "Qwen3.5-4B", enable_thinking=False)
+    assert on.prompt.endswith("<think>\n") and on.supports_thinking
+    assert off.prompt != on.prompt and "</think>" in off.prompt[len(on.prompt) - 10 :]
+
+
+def test_misuse_is_a_typed_error_and_the_templates_stay_usable(runtime: Any, libs: Any) -> None:
+    template = "{% for m in messages %}{{ m['content'] }}\n{% endfor %}"
+    with pytest.raises(runtime.ChatTemplateError, match="chat template"):
+        runtime.ChatTemplates(libs, template="{% for m in messages %}")
+    with runtime.ChatTemplates(libs, template=template) as t:
+        with pytest.raises(ValueError, match="tool_choice"):
+            t.apply({"messages": CONVERSATION, "tool_choice": "sometimes"})
+        with pytest.raises(ValueError, match="messages"):
+            t.apply({"messages": "not a list"})
+        with pytest.raises(runtime.LlamaSchemaError, match="definitions"):
+            t.apply({"messages": CONVERSATION, "json_schema": {"$ref": "#/definitions/none"}})
+        assert t.apply({"messages": CONVERSATION}).prompt.startswith("You are a helpful")
+    closed = runtime.ChatTemplates(libs, template=template)
+    closed.close()
+    with pytest.raises(runtime.LlamaClosedError):
+        closed.apply({"messages": CONVERSATION})
+
+
+def test_a_schema_becomes_llamas_grammar(runtime: Any, libs: Any) -> None:
+    grammar = runtime.json_schema_to_grammar(
+        libs, {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    )
+    assert "root ::=" in grammar and '"\\"n\\""' in grammar
+    with pytest.raises(runtime.LlamaSchemaError):
+        runtime.json_schema_to_grammar(libs, {"$ref": "#/definitions/none"})

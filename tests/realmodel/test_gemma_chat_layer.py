@@ -1,0 +1,106 @@
+"""JSON schemas through llama.cpp's own converter (``runtime.json_schema_to_grammar``) constrain a
+real generation (Gemma 3 270M Q4_K_M, its own chat template rendered by llama.cpp's chat layer)
+to JSON valid against the schema, checked by the ``jsonschema`` package; with the n-gram
+strategies the constrained output is plain decoding's token for token.
+
+The shapes are those llama.cpp's ``tests/test-json-schema-to-grammar.cpp`` covers: required and
+optional properties, nested objects, arrays with bounds, enums, constants, integer ranges, string
+lengths and patterns, anyOf, and no additional properties. Contexts decode one token per
+micro-batch on weights that are not repacked (see test_gemma_chat.py: then a token's logits do
+not depend on the batch it was computed in, and speculative output must equal plain output)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]
+
+MAX_TOKENS = 160
+NAME = {"type": "string", "minLength": 1, "maxLength": 12}
+SCHEMAS: dict[str, dict[str, Any]] = {
+    "required and optional": {
+        "type": "object",
+        "properties": {"name": NAME, "age": {"type": "integer"}, "nickname": NAME},
+        "required": ["name", "age"],
+        "additionalProperties": False,
+    },
+    "nested object": {
+        "type": "object",
+        "properties": {
+            "city": NAME,
+            "location": {
+                "type": "object",
+                "properties": {"lat": {"type": "number"}, "lon": {"type": "number"}},
+                "required": ["lat", "lon"],
+            },
+        },
+        "required": ["city", "location"],
+    },
+    "bounded array": {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 4},
+    "enum and const": {
+        "type": "object",
+        "properties": {
+            "color": {"enum": ["red", "green", "blue"]},
+            "kind": {"const": "paint"},
+        },
+        "required": ["color", "kind"],
+    },
+    "integer range": {"type": "integer", "minimum": 10, "maximum": 99},
+    "pattern": {"type": "string", "pattern": "^[A-Z]{2}-[0-9]{3}$"},
+    "any of": {"anyOf": [{"type": "boolean"}, {"type": "null"}, NAME]},
+}
+
+
+@pytest.fixture(scope="module")
+def gemma_flat(runtime: Any, libs: Any, gemma_model: Path) -> Iterator[Any]:
+    with runtime.Model(gemma_model, libs=libs, use_extra_bufts=False) as model:
+        yield model
+
+
+@pytest.fixture(scope="module")
+def templates(runtime: Any, libs: Any, gemma_flat: Any) -> Iterator[Any]:
+    with runtime.ChatTemplates(libs, gemma_flat.native.pointer) as found:
+        yield found
+
+
+def _prompt(templates: Any, schema: dict[str, Any]) -> str:
+    ask = f"Reply with one JSON value matching this schema: {json.dumps(schema)}"
+    rendered = templates.apply({"messages": [{"role": "user", "content": ask}]})
+    prompt: str = rendered.prompt
+    return prompt
+
+
+def _generate(runtime: Any, model: Any, prompt: str, grammar: str, modes: tuple[str, ...]) -> Any:
+    spec = runtime.SpeculativeDecoding(strategies=modes) if modes else None
+    with runtime.Context(model, n_ctx=1024, n_ubatch=1, speculative=spec) as ctx:
+        return ctx.generate(prompt, max_tokens=MAX_TOKENS, grammar=grammar)
+
+
+@pytest.mark.parametrize("shape", sorted(SCHEMAS))
+def test_a_schema_constrains_gemma_to_valid_json(
+    runtime: Any, libs: Any, gemma_flat: Any, templates: Any, shape: str
+) -> None:
+    schema = SCHEMAS[shape]
+    grammar = runtime.json_schema_to_grammar(libs, schema)
+    result = _generate(runtime, gemma_flat, _prompt(templates, schema), grammar, ())
+    assert result.finish_reason != "length", f"{shape}: unfinished after {MAX_TOKENS} tokens"
+    jsonschema.validate(json.loads(result.text), schema)
+
+
+@pytest.mark.parametrize("mode", ["ngram-mod", "ngram-simple", "ngram-map-k"])
+def test_speculation_under_a_schema_gives_plain_decodings_tokens(
+    runtime: Any, libs: Any, gemma_flat: Any, templates: Any, mode: str
+) -> None:
+    schema = SCHEMAS["bounded array"]
+    grammar = runtime.json_schema_to_grammar(libs, schema)
+    prompt = _prompt(templates, schema)
+    plain = _generate(runtime, gemma_flat, prompt, grammar, ())
+    drafted = _generate(runtime, gemma_flat, prompt, grammar, (mode,))
+    assert list(drafted.tokens) == list(plain.tokens)
+    jsonschema.validate(json.loads(drafted.text), schema)
