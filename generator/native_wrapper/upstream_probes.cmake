@@ -186,9 +186,11 @@ set(_llama_mtp_variant_draft_backend_sampling [=[
     sp.draft.backend_sampling = true;
 ]=])
 
-# The chat layer's probes (file scope before each body): its headers, and how the wrapper names
-# the types the tree declares (llama_mtp_chat_upstream.cpp does the same).
+# The chat layer's probes (file scope before each body): its headers (with nlohmann's whole
+# json.hpp: older trees' chat.h declares the JSON type through json_fwd.hpp only), and how the
+# wrapper names the types the tree declares (llama_mtp_chat_upstream.cpp does the same).
 set(_llama_mtp_chat_includes [=[
+#include <nlohmann/json.hpp>
 #include "chat.h"
 #include "json-schema-to-grammar.h"
 #include <type_traits>

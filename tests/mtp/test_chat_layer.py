@@ -157,3 +157,90 @@ def test_a_schema_becomes_llamas_grammar(runtime: Any, libs: Any) -> None:
     assert "root ::=" in grammar and '"\\"n\\""' in grammar
     with pytest.raises(runtime.LlamaSchemaError):
         runtime.json_schema_to_grammar(libs, {"$ref": "#/definitions/none"})
+
+
+def _system_in_first_user_turn(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """llama.cpp's polyfill for a template without a system role: the system text joins the
+    first user turn, a newline between."""
+    system, user, *rest = messages
+    return [{"role": "user", "content": f"{system['content']}\n{user['content']}"}, *rest]
+
+
+def _translategemma(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """TranslateGemma's handler (common/parsers/translate-gemma.cpp): each user turn becomes one
+    typed text part with the languages, en-GB when chat_template_kwargs names none."""
+    return [
+        {**m, "content": [{"type": "text", "text": m["content"], "source_lang_code": "en-GB",
+                           "target_lang_code": "en-GB"}]}
+        if m["role"] == "user" else m
+        for m in _system_in_first_user_turn(messages)
+    ]  # fmt: skip
+
+
+# Where llama.cpp's rendering is not the template run on the request as it is, the reason, and
+# the reference's input made the way llama.cpp makes its own (messages, extra variables): the
+# test renders the reference so and requires equality again.
+EXPLAINED: dict[str, tuple[str, Any, dict[str, Any]]] = {
+    "google-gemma-2-2b-it": (
+        "no system role (its template raises on one): llama.cpp merges it into the user turn",
+        _system_in_first_user_turn,
+        {},
+    ),
+    "google-translategemma-4b-it": (
+        "llama.cpp's TranslateGemma handler rewrites user turns into the template's typed parts",
+        _translategemma,
+        {},
+    ),
+    "IFM-K2-Horizon": (
+        "the template requires a thinking field on assistant turns; llama.cpp's messages carry "
+        "reasoning_content (empty) on every one",
+        lambda ms: [{**m, "reasoning_content": ""} if m["role"] == "assistant" else m for m in ms],
+        {},
+    ),
+    "fireworks-ai-llama-3-firefunction-v2": (
+        "the template prints `functions`, which no one sets: llama.cpp's Jinja engine renders an "
+        "undefined value as empty text where jinja2 raises",
+        lambda ms: ms,
+        {"functions": ""},
+    ),
+}
+
+
+def test_every_template_renders_as_jinja2_does(runtime: Any, libs: Any, tree_pin: Path) -> None:
+    """The reference (tests/mtp/chat_reference.py: jinja2's sandbox as transformers runs
+    templates, with llama.cpp's variables) gives llama.cpp's prompt for every template of the
+    tree, the ones in EXPLAINED after their stated adjustment; an explained template that renders
+    equal without it fails too (the explanation went stale)."""
+    import datetime
+
+    from tests.mtp.chat_reference import llama_variables, render
+
+    differences = []
+    for path in _templates(tree_pin):
+        source = path.read_text(encoding="utf-8")
+        with runtime.ChatTemplates(libs, template=source) as t:
+            prompt = t.apply({"messages": CONVERSATION}).prompt
+        variables = llama_variables(datetime.datetime.now())
+        plain = _reference_or_error(render, source, CONVERSATION, variables)
+        if path.stem not in EXPLAINED:
+            if plain != prompt:
+                differences.append(f"{path.stem}: unexplained difference: {plain[:300]!r}")
+            continue
+        _reason, messages, extra = EXPLAINED[path.stem]
+        adjusted = _reference_or_error(render, source, messages(CONVERSATION), variables | extra)
+        if plain == prompt:
+            differences.append(f"{path.stem}: explained, but equal without the adjustment")
+        elif adjusted != prompt:
+            differences.append(
+                f"{path.stem}: still differs after the adjustment: {adjusted[:300]!r}"
+            )
+    assert set(EXPLAINED) <= {p.stem for p in _templates(tree_pin)}
+    assert differences == []
+
+
+def _reference_or_error(render: Any, source: str, messages: Any, variables: Any) -> str:
+    try:
+        text: str = render(source, messages, **variables)
+    except Exception as exc:  # a template that raises under jinja2: its message stands in
+        return f"<raised {type(exc).__name__}: {exc}>"
+    return text
