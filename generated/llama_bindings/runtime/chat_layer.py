@@ -37,12 +37,26 @@ from .results import LLAMA_CPP_TAG, ChatTemplateError
 if TYPE_CHECKING:
     from ..loader import Libraries
 
-_ERRORS: dict[int, type[Exception]] = {
-    constants.LLAMA_MTP_STATUS_INVALID_ARGUMENT: ValueError,
-    constants.LLAMA_MTP_STATUS_TEMPLATE_ERROR: ChatTemplateError,
-    constants.LLAMA_MTP_STATUS_SCHEMA_ERROR: LlamaSchemaError,
-    constants.LLAMA_MTP_STATUS_PARSE_ERROR: LlamaChatParseError,
+# The wrapper's statuses (by enumerator suffix) and the errors they raise. Read when a call
+# fails: bindings of a release without the wrapper have no LLAMA_MTP_STATUS_* constants.
+_ERRORS: dict[str, type[Exception]] = {
+    "INVALID_ARGUMENT": ValueError,
+    "TEMPLATE_ERROR": ChatTemplateError,
+    "SCHEMA_ERROR": LlamaSchemaError,
+    "PARSE_ERROR": LlamaChatParseError,
 }
+
+
+def _status(suffix: str) -> int | None:
+    value: int | None = getattr(constants, f"LLAMA_MTP_STATUS_{suffix}", None)
+    return value
+
+
+def _error_type(status: int) -> type[Exception]:
+    for suffix, error in _ERRORS.items():
+        if status == _status(suffix):
+            return error
+    return LlamaRuntimeError
 
 
 def _wrapper(libs: Libraries) -> Any:
@@ -59,7 +73,7 @@ def _wrapper(libs: Libraries) -> Any:
         raise LlamaUnsupportedError(
             "this llama_mtp wrapper has no chat layer (built before llama-bindgen added it)"
         ) from None
-    if supported() != constants.LLAMA_MTP_STATUS_OK:
+    if supported() != _status("OK"):
         raise LlamaUnsupportedError(_last_error(libs, library))
     return library
 
@@ -69,9 +83,8 @@ def _last_error(libs: Libraries, library: Any) -> str:
 
 
 def _check(libs: Libraries, library: Any, status: int) -> None:
-    if status != constants.LLAMA_MTP_STATUS_OK:
-        error = _ERRORS.get(int(status), LlamaRuntimeError)
-        raise error(_last_error(libs, library))
+    if status != _status("OK"):
+        raise _error_type(int(status))(_last_error(libs, library))
 
 
 def _take_string(libs: Libraries, library: Any, pointer: Any) -> str:
