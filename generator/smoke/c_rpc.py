@@ -98,9 +98,7 @@ def _lost(
     proc = run_program(run, exe, argv, log, "rpc, a worker lost", LOST_TIMEOUT_S)
     if proc is None:
         return None
-    # the driver prints its result only when it outlives the worker
-    survived = '"survived": true' if driver_result(proc)[0] is not None else ""
-    return Ended(proc.returncode, survived, proc.stderr, run.dos_paths)
+    return Ended(proc.returncode, proc.stdout, proc.stderr, run.dos_paths)
 
 
 def run_rpc_part(

@@ -14,6 +14,7 @@ client process (llama.cpp's ``GGML_ABORT``: the case the runtime cannot check fi
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -204,6 +205,16 @@ class Ended:
             return self.returncode == WINDOWS_ABORT_STATUS
         return self.returncode < 0
 
+    @property
+    def printed_result(self) -> bool:
+        """The client printed its result (a JSON object on its last stdout line), which either
+        driver does only when it outlived the worker."""
+        lines = self.stdout.strip().splitlines()
+        try:
+            return bool(lines) and isinstance(json.loads(lines[-1]), dict)
+        except json.JSONDecodeError:
+            return False
+
     def said(self) -> str:
         """The last line of stderr about RPC or the abort."""
         lines = [line.strip() for line in self.stderr.splitlines() if line.strip()]
@@ -249,8 +260,7 @@ def lost_worker_check(ended: Ended | None) -> Any:
     name = "rpc: a worker lost mid-generation ends the client (llama.cpp aborts; not catchable)"
     if ended is None:
         return Check(name, False, f"the client hung for {LOST_TIMEOUT_S} s")
-    survived = '"survived": true' in ended.stdout
-    ok = ended.by_llama and not survived
+    ok = ended.by_llama and not ended.printed_result
     return Check(name, ok, f"exit {ended.returncode}; {ended.said()}")
 
 
