@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class LlamaRuntimeError(RuntimeError):
     """llama.cpp refused or failed an operation."""
@@ -47,7 +49,10 @@ class LlamaSchemaError(LlamaRuntimeError, ValueError):
 
 class LlamaChatParseError(LlamaRuntimeError, ValueError):
     """Generated text that the chat format's parser (llama.cpp's, for the model's template)
-    refuses."""
+    refuses; raised after a chat's generation, ``result`` is that generation's result (its
+    ``text`` unparsed), else None."""
+
+    result: Any = None
 
 
 class LlamaRpcError(LlamaRuntimeError):

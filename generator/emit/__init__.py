@@ -323,6 +323,7 @@ SHIPPED = (
     "runtime/__init__.py",
     "runtime/adapters.py",
     "runtime/chat_layer.py",
+    "runtime/chat_request.py",
     "runtime/context.py",
     "runtime/decoding.py",
     "runtime/devices.py",

@@ -40,6 +40,17 @@ Pure Python over the public runtime API (:meth:`Context.generate` / ``stream`` /
   completion's ``top_logprobs`` (as llama-cpp-python and OpenAI do), and chat entries carry the
   token's UTF-8 ``bytes``. Tokens of a stop sequence past the returned text are left out.
   ``echo`` with log-probabilities is refused (the runtime has none for prompt tokens).
+* Chat runs :meth:`Context.chat`: llama.cpp's own chat layer renders the model's template and
+  parses the reply, as llama.cpp's server of the same release does (``template=`` a name such
+  as ``"chatml"``: the builtin renderer, which parses nothing). ``tools``, ``tool_choice``,
+  ``parallel_tool_calls`` and ``response_format`` are OpenAI's; the message carries
+  ``tool_calls`` (``content`` None when the model only called tools; finish reason
+  ``"tool_calls"``) and ``reasoning_content`` (llama.cpp's server's field for the model's
+  thinking); a stream's deltas carry the same, tool-call arguments in pieces after a first
+  delta with the call's ``id`` and name. ``reasoning`` (the template's thinking switch),
+  ``reasoning_format`` and ``chat_template_kwargs`` are llama.cpp's server's extensions.
+  Messages are OpenAI's (image and audio parts for the model's projector, an assistant's
+  ``tool_calls``, tool replies).
 """
 
 from __future__ import annotations
@@ -55,14 +66,18 @@ from .errors import LlamaUnsupportedError
 from .outputs import TokenLogprob
 from .runtime import (
     Cancellation,
+    ChatDelta,
     ChatMessage,
     ChatMessages,
+    ChatResult,
+    ChatStream,
     Context,
     FinishReason,
     GenerationResult,
     Model,
     Sampling,
     Stream,
+    ToolCall,
 )
 
 __all__ = [
@@ -78,7 +93,7 @@ __all__ = [
     "model_name",
 ]
 
-FinishReasonName = Literal["stop", "length"]
+FinishReasonName = Literal["stop", "length", "tool_calls"]
 
 
 class CompletionLogprobs(TypedDict):
@@ -134,9 +149,22 @@ class ChatLogprobs(TypedDict):
     refusal: list[ChatTokenLogprob] | None
 
 
+class ChatCompletionFunction(TypedDict):
+    name: str
+    arguments: str  # JSON text
+
+
+class ChatCompletionToolCall(TypedDict):
+    id: str
+    type: Literal["function"]
+    function: ChatCompletionFunction
+
+
 class ChatCompletionMessage(TypedDict):
     role: Literal["assistant"]
     content: str | None
+    tool_calls: NotRequired[list[ChatCompletionToolCall]]
+    reasoning_content: NotRequired[str]  # llama.cpp's server's name for the model's thinking
 
 
 class ChatCompletionChoice(TypedDict):
@@ -155,9 +183,23 @@ class ChatCompletion(TypedDict):
     usage: CompletionUsage
 
 
+class ChatCompletionFunctionDelta(TypedDict, total=False):
+    name: str
+    arguments: str
+
+
+class ChatCompletionToolCallDelta(TypedDict, total=False):
+    index: int
+    id: str
+    type: Literal["function"]
+    function: ChatCompletionFunctionDelta
+
+
 class ChatCompletionDelta(TypedDict, total=False):
     role: Literal["assistant"]
     content: str
+    reasoning_content: str
+    tool_calls: list[ChatCompletionToolCallDelta]
 
 
 class ChatCompletionChunkChoice(TypedDict):
@@ -205,9 +247,16 @@ class CompletionOptions(_CommonOptions, total=False):
 class ChatCompletionOptions(_CommonOptions, total=False):
     """Keyword arguments of :func:`create_chat_completion` (besides ``stream``)."""
 
-    template: str | None  # see Model.apply_chat_template; default the GGUF's
+    template: str | None  # see Context.chat; default the GGUF's
     logprobs: bool | None
     top_logprobs: int | None  # alternatives per token; with logprobs=True
+    tools: Sequence[Mapping[str, Any]] | None  # OpenAI function definitions
+    tool_choice: str | Mapping[str, Any] | None  # auto, none, required or a named function
+    parallel_tool_calls: bool | None
+    response_format: Mapping[str, Any] | None  # json_object, json_schema or text
+    reasoning: bool | None  # the template's thinking switch (enable_thinking)
+    reasoning_format: str | None  # llama.cpp's (default deepseek: thinking apart)
+    chat_template_kwargs: Mapping[str, Any] | None
 
 
 _SAMPLING_DEFAULTS: Final[dict[str, Any]] = {
@@ -497,27 +546,19 @@ def create_completion(
     return _completion_chunks(ctx, pieces, request, top, _text_of(ctx, prompt), echo)
 
 
-def _messages(messages: Sequence[ChatMessage | Mapping[str, Any]]) -> list[ChatMessage]:
-    """Messages as the runtime takes them: ``content`` None is empty, a list of content parts
-    is the text of its ``"text"`` parts (other parts are refused)."""
-    found: list[ChatMessage] = []
+def _messages(
+    messages: Sequence[ChatMessage | Mapping[str, Any]],
+) -> list[ChatMessage | Mapping[str, Any]]:
+    """Messages as the runtime takes them (OpenAI's mappings, content as text or parts with
+    images and audio, an assistant's ``tool_calls``, a tool's reply): each needs a ``role``."""
+    found: list[ChatMessage | Mapping[str, Any]] = []
     for message in messages:
         if isinstance(message, ChatMessage):
             found.append(message)
             continue
         if not isinstance(message, Mapping) or "role" not in message:
             raise ValueError(f"a chat message is a mapping with a 'role', got {message!r}")
-        content = message.get("content")
-        if content is None:
-            content = ""
-        elif not isinstance(content, str):
-            kinds = {part.get("type") for part in content}
-            if kinds - {"text"}:
-                raise LlamaUnsupportedError(
-                    f"chat content parts other than text: {sorted(map(str, kinds - {'text'}))}"
-                )
-            content = "".join(str(part["text"]) for part in content)
-        found.append(ChatMessage(str(message["role"]), content))
+        found.append(message)
     return found
 
 
@@ -536,9 +577,63 @@ def _chat_options(request: _Request, options: ChatCompletionOptions) -> dict[str
     top = _chat_top(options)
     if top is not None:
         generate["logprobs"] = top
-    if options.get("template") is not None:
-        generate["template"] = options.get("template")
+    for name in _CHAT_ONLY:
+        if options.get(name) is not None:
+            generate[name] = options.get(name)
     return generate
+
+
+_CHAT_ONLY: Final = (
+    "template", "tools", "tool_choice", "parallel_tool_calls", "response_format", "reasoning",
+    "reasoning_format", "chat_template_kwargs",
+)  # fmt: skip
+
+
+def _tool_calls(calls: Sequence[ToolCall]) -> list[ChatCompletionToolCall]:
+    return [
+        {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+        for c in calls
+    ]
+
+
+def _message(result: ChatResult) -> ChatCompletionMessage:
+    """The reply as OpenAI's message: ``content`` None when the model only called tools."""
+    message: ChatCompletionMessage = {
+        "role": "assistant",
+        "content": result.content if result.content or not result.tool_calls else None,
+    }
+    if result.tool_calls:
+        message["tool_calls"] = _tool_calls(result.tool_calls)
+    if result.reasoning_content:
+        message["reasoning_content"] = result.reasoning_content
+    return message
+
+
+def _chat_reason(result: ChatResult | None) -> FinishReasonName | None:
+    """``"tool_calls"`` when the reply calls tools and ended by itself (as OpenAI's)."""
+    if result is not None and result.tool_calls and finish_reason(result.finish_reason) == "stop":
+        return "tool_calls"
+    return _reason(result)
+
+
+def _delta(delta: ChatDelta) -> ChatCompletionDelta:
+    out: ChatCompletionDelta = {}
+    if delta.content:
+        out["content"] = delta.content
+    if delta.reasoning_content:
+        out["reasoning_content"] = delta.reasoning_content
+    calls: list[ChatCompletionToolCallDelta] = []
+    for call in delta.tool_calls:
+        item: ChatCompletionToolCallDelta = {"index": call.index}
+        function: ChatCompletionFunctionDelta = {"arguments": call.arguments}
+        if call.name:
+            item |= {"id": call.id, "type": "function"}
+            function["name"] = call.name
+        item["function"] = function
+        calls.append(item)
+    if calls:
+        out["tool_calls"] = calls
+    return out
 
 
 def _chat_completion(
@@ -557,9 +652,9 @@ def _chat_completion(
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": result.text},
+                "message": _message(result),
                 "logprobs": logprobs,
-                "finish_reason": finish_reason(result.finish_reason),
+                "finish_reason": _chat_reason(result),
             }
         ],
         "usage": _usage(result),
@@ -570,7 +665,7 @@ def _chat_chunk(
     request: _Request,
     delta: ChatCompletionDelta,
     logprobs: ChatLogprobs | None = None,
-    result: GenerationResult | None = None,
+    result: ChatResult | None = None,
 ) -> ChatCompletionChunk:
     return {
         "id": request.id,
@@ -578,24 +673,31 @@ def _chat_chunk(
         "created": request.created,
         "model": request.model,
         "choices": [
-            {"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": _reason(result)}
+            {
+                "index": 0,
+                "delta": delta,
+                "logprobs": logprobs,
+                "finish_reason": _chat_reason(result),
+            }
         ],
     }
 
 
 def _chat_chunks(
-    ctx: Context, stream: Stream, request: _Request, logprobs: bool
+    ctx: Context, stream: ChatStream, request: _Request, logprobs: bool
 ) -> Generator[ChatCompletionChunk, None, None]:
     texts = _TokenTexts(ctx.model) if logprobs else None
     with stream:
         yield _chat_chunk(request, {"role": "assistant"})
         released = 0
-        for piece in stream:
-            released += len(piece)
+        for delta in stream:
+            released += len(delta.text)
             found = None
-            if texts is not None:
-                found = texts.chat(texts.entries(_piece_logprobs(piece), released))
-            yield _chat_chunk(request, {"content": str(piece)}, found)
+            if texts is not None and delta.logprobs:
+                found = texts.chat(texts.entries(delta.logprobs, released))
+            out = _delta(delta)
+            if out or found is not None:
+                yield _chat_chunk(request, out, found)
     result = stream.result
     if result is None:  # pragma: no cover - an exhausted stream always has its result
         return
@@ -635,12 +737,12 @@ def create_chat_completion(
     stream: bool = False,
     **options: Unpack[ChatCompletionOptions],
 ) -> ChatCompletion | Iterator[ChatCompletionChunk]:
-    """The assistant's reply to ``messages`` (``{"role", "content"}`` mappings or
-    :class:`ChatMessage`) in the chat template (``template=``; default the GGUF's), as
-    llama-cpp-python's ``Llama.create_chat_completion`` returns it: a ``"chat.completion"``
-    dict, or with ``stream`` an iterator of ``"chat.completion.chunk"`` dicts (the role, one
-    per streamed piece, then ``{}`` with the finish reason). Options:
-    :class:`ChatCompletionOptions`, checked here as in :func:`create_completion`."""
+    """The assistant's reply to ``messages`` (OpenAI's mappings or :class:`ChatMessage`) by
+    :meth:`Context.chat` (the model's template through llama.cpp's chat layer; ``template=``
+    another), as llama-cpp-python's ``Llama.create_chat_completion`` returns it: a
+    ``"chat.completion"`` dict, or with ``stream`` an iterator of ``"chat.completion.chunk"``
+    dicts (the role, one per step that adds to the reply, then ``{}`` with the finish reason).
+    Options: :class:`ChatCompletionOptions`, checked here as in :func:`create_completion`."""
     _check_names(options, ChatCompletionOptions, "create_chat_completion")
     request = _request(ctx, "chatcmpl", options, _CHAT_DEFAULTS)
     generate = _chat_options(request, options)

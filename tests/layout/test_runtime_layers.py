@@ -22,7 +22,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("sampling", "speculative"),
     ("session",),
     ("embeddings", "generation", "state"),
-    ("decoding",),
+    ("chat_request", "decoding"),
     ("context",),
     ("__init__",),
 )

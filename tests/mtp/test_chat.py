@@ -1,4 +1,6 @@
-"""Chat: the model's GGUF template or one given, applied by llama_chat_apply_template."""
+"""Chat: the model's GGUF template or one given, rendered by llama.cpp's chat layer (Jinja), or
+by llama_chat_apply_template when a builtin format is named. (Tools, schemas, reasoning and
+streaming deltas through the layer: test_chat_runtime.py.)"""
 
 from __future__ import annotations
 
@@ -35,10 +37,15 @@ def test_template_from_the_gguf(runtime: Any, libs: Any, byte_models: dict[str, 
         with runtime.Context(model, n_ctx=256) as ctx:
             reply = ctx.chat(MESSAGES, max_tokens=10)
             direct = ctx.generate(prompt, max_tokens=10)
-            streamed = "".join(ctx.stream_chat(MESSAGES, max_tokens=10))
-    assert reply.tokens == direct.tokens and len(reply.tokens) == 10
+            deltas = list(ctx.stream_chat(MESSAGES, max_tokens=10))
+            builtin = ctx.chat(MESSAGES, template="chatml", max_tokens=10)
+    assert reply.renderer == "chat-layer" and builtin.renderer == "builtin-template"
+    assert reply.tokens == direct.tokens == builtin.tokens and len(reply.tokens) == 10
     assert reply.metrics.prompt_tokens == len(prompt)
-    assert streamed == reply.text
+    assert "".join(d.text for d in deltas) == reply.text == direct.text
+    # chatml's format is content alone; the builtin renderer parses nothing
+    assert "".join(d.content for d in deltas) == reply.content == reply.text
+    assert builtin.content == builtin.text and builtin.tool_calls == reply.tool_calls == ()
 
 
 def test_chat_with_mtp_equals_without(

@@ -10,12 +10,15 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.util
+import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.mtp.test_chat_runtime import TOOLS as BOTH_TOOLS
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]
 
@@ -228,10 +231,64 @@ def test_chat_messages(oai: Any, runtime: Any, ctx: Any) -> None:
     out = oai.create_chat_completion(ctx, objects, max_tokens=4, temperature=0)
     assert out["choices"][0]["message"]["content"] == expected
     image = [{"role": "user", "content": [{"type": "image_url", "image_url": "x.png"}]}]
-    with pytest.raises(runtime.LlamaUnsupportedError, match="image_url"):
+    with pytest.raises(runtime.LlamaUnsupportedError, match="no multimodal projector"):
         oai.create_chat_completion(ctx, image)
     with pytest.raises(ValueError, match="'role'"):
         oai.create_chat_completion(ctx, [{"content": "Hi"}])
+
+
+TOOLS = BOTH_TOOLS[:1]  # get_weather
+
+
+def test_chat_tool_calls_and_response_format(
+    oai: Any, runtime: Any, libs: Any, byte_models: dict[str, Path], tree_pin: Path
+) -> None:
+    """OpenAI's tool and response-format fields, through llama.cpp's chat layer (functionary
+    v3.2's template, whose required-call grammar starts at the first token, and Qwen 3.5's):
+    the message, the stream's deltas and a second turn with the tool's reply."""
+    templates = tree_pin / "models" / "templates"
+    functionary = (templates / "meetkai-functionary-medium-v3.2.jinja").read_text()
+    qwen35 = (templates / "Qwen3.5-4B.jinja").read_text()
+    ask = [{"role": "user", "content": "Weather?"}]
+    options: dict[str, Any] = {
+        "template": functionary, "tools": TOOLS, "tool_choice": "required", "temperature": 0,
+        "max_tokens": 60,
+    }  # fmt: skip
+    with runtime.Model(byte_models["agree"], libs=libs) as model:
+        with runtime.Context(model, n_ctx=2048) as ctx:
+            out = oai.create_chat_completion(ctx, ask, **options)
+            result = ctx.chat(ask, **{k: v for k, v in options.items() if k != "temperature"})
+            chunks = list(oai.create_chat_completion(ctx, ask, stream=True, **options))
+            message = out["choices"][0]["message"]
+            turn = [*ask, message, {"role": "tool", "tool_call_id": "0", "content": "sunny"}]
+            second = oai.create_chat_completion(
+                ctx, turn, template=qwen35, tools=TOOLS, temperature=0, max_tokens=8
+            )
+            fmt = {
+                "type": "json_schema",
+                "json_schema": {"name": "w", "schema": TOOLS[0]["function"]["parameters"]},
+            }
+            answer = oai.create_chat_completion(
+                ctx, ask, template=qwen35, response_format=fmt, reasoning=False, temperature=0,
+                max_tokens=60,
+            )  # fmt: skip
+    (choice,) = out["choices"]
+    assert choice["finish_reason"] == "tool_calls" and message["content"] is None
+    (call,) = message["tool_calls"]
+    assert call["type"] == "function" and set(call) == {"id", "type", "function"}
+    assert call["function"] == {"name": "get_weather", "arguments": result.tool_calls[0].arguments}
+    assert json.loads(call["function"]["arguments"])["unit"] in {"c", "f"}
+    deltas = [c["choices"][0]["delta"] for c in chunks]
+    calls = [d["tool_calls"][0] for d in deltas if "tool_calls" in d]
+    assert calls[0]["index"] == 0 and calls[0]["function"]["name"] == "get_weather"
+    assert calls[0]["type"] == "function" and all("name" not in c["function"] for c in calls[1:])
+    assert "".join(c["function"]["arguments"] for c in calls) == call["function"]["arguments"]
+    assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
+    # the second turn renders the call and the tool's reply (Qwen 3.5's template): the model,
+    # thinking, writes reasoning
+    assert second["choices"][0]["message"]["reasoning_content"]
+    content = answer["choices"][0]["message"]["content"]
+    assert json.loads(content)["unit"] in {"c", "f"}
 
 
 def _llama_cpp_python_style(llm: Any) -> dict[str, Any]:

@@ -47,11 +47,18 @@ ContextFactory = Callable[[], Any]
 
 
 @contextmanager
-def _factory(
-    runtime: Any, libs: Any, models: dict[str, Path], mode: str, n_seq: int = 1, **options: Any
+def context_factory(
+    runtime: Any,
+    libs: Any,
+    models: dict[str, Path],
+    mode: str,
+    n_seq: int = 1,
+    n_ctx: int = 512,
+    **options: Any,
 ) -> Iterator[ContextFactory]:
     """A function making contexts of ``mode`` on the partial model (drafts accepted only
-    sometimes), all on one loaded model (``options``: more of the contexts' arguments)."""
+    sometimes; ``models``: ``partial`` and ``draft``), all on one loaded model (``n_ctx`` cells
+    per sequence; ``options``: more of the contexts' arguments)."""
     context_options = options
     with ExitStack() as stack:
         mtp = "draft-mtp" in mode
@@ -73,7 +80,7 @@ def _factory(
         def make() -> Any:
             return stack.enter_context(
                 runtime.Context(
-                    model, n_ctx=512 * n_seq, n_seq_max=n_seq, speculative=spec, **context_options
+                    model, n_ctx=n_ctx * n_seq, n_seq_max=n_seq, speculative=spec, **context_options
                 )
             )
 
@@ -98,7 +105,7 @@ def _chat(make: ContextFactory, *, fresh: bool) -> list[Any]:
 def test_a_chat_reuses_its_prefix_and_equals_fresh_contexts(
     runtime: Any, libs: Any, models: dict[str, Path], mode: str
 ) -> None:
-    with _factory(runtime, libs, models, mode) as make:
+    with context_factory(runtime, libs, models, mode) as make:
         fresh = _chat(make, fresh=True)
         reused = _chat(make, fresh=False)
     assert [r.tokens for r in reused] == [r.tokens for r in fresh]
@@ -123,7 +130,7 @@ def test_a_prompt_that_leaves_the_last_reply_restores_a_checkpoint(
     """The recurrent layer cannot be cut inside the reply: the checkpoint taken where the last
     prompt ended is restored and the rest decoded. One that leaves the first prompt has no
     checkpoint inside the common part: decoded in full, and the metrics say so."""
-    with _factory(runtime, libs, models, mode) as make:
+    with context_factory(runtime, libs, models, mode) as make:
         first = TURNS[0]
         ctx = make()
         reply = list(ctx.generate(first, max_tokens=REPLY).tokens)
@@ -152,9 +159,9 @@ def test_logprobs_under_speculation_equal_plain_decodings(
     """Taken from the rows the target verified the draft with: the same distribution as one
     token per decode (the f32 test models' logits do not depend on the batch)."""
     prompt = TURNS[0]
-    with _factory(runtime, libs, models, "none") as make:
+    with context_factory(runtime, libs, models, "none") as make:
         plain = make().generate(prompt, max_tokens=REPLY, logprobs=3)
-    with _factory(runtime, libs, models, mode) as make:
+    with context_factory(runtime, libs, models, mode) as make:
         ctx = make()
         spec = ctx.generate(prompt, max_tokens=REPLY, logprobs=3)
         pieces = list(ctx.stream(prompt, max_tokens=REPLY, logprobs=3))
@@ -183,10 +190,10 @@ def test_grammar_output_equals_plain_decodings_with_every_mode(
     """A draft the grammar rejects costs only its verification: the output is plain decoding's
     with the same grammar."""
     prompt = TURNS[0]
-    with _factory(runtime, libs, models, "none") as make:
+    with context_factory(runtime, libs, models, "none") as make:
         plain = make().generate(prompt, max_tokens=REPLY, grammar=GRAMMAR)
         free = make().generate(prompt, max_tokens=REPLY)
-    with _factory(runtime, libs, models, mode) as make:
+    with context_factory(runtime, libs, models, mode) as make:
         ours = make().generate(prompt, max_tokens=REPLY, grammar=GRAMMAR)
     assert ours.tokens == plain.tokens and ours.text == plain.text
     assert len(ours.tokens) == REPLY and plain.tokens != free.tokens  # the grammar mattered
@@ -205,11 +212,11 @@ def test_sequences_together_with_speculation_equal_each_alone(
     decoding's), each result counts its own sequence's drafts, and no sequence accepts less
     than it does alone (llama.cpp's server lost draft-mtp acceptance with parallel slots,
     upstream issue 27572)."""
-    with _factory(runtime, libs, models, "none") as make:
+    with context_factory(runtime, libs, models, "none") as make:
         plain = [make().generate(p, max_tokens=REPLY, logprobs=2) for p in PROMPTS]
-    with _factory(runtime, libs, models, mode) as make:
+    with context_factory(runtime, libs, models, mode) as make:
         alone = [make().generate(p, max_tokens=REPLY, logprobs=2) for p in PROMPTS]
-    with _factory(runtime, libs, models, mode, n_seq=len(PROMPTS)) as make:
+    with context_factory(runtime, libs, models, mode, n_seq=len(PROMPTS)) as make:
         together = make().generate_batch(list(PROMPTS), max_tokens=REPLY, logprobs=2)
     assert [r.tokens for r in together] == [r.tokens for r in alone] == [r.tokens for r in plain]
     for ours, single, flat in zip(together, alone, plain, strict=True):

@@ -33,8 +33,9 @@ from .adapters import (
     ControlVectorData,
     LoraAdapter,
 )
+from .chat_request import ChatOptions, ChatResult, ChatStream, render
 from .embeddings import embed_each_token, embed_pooled, pooling_of
-from .generation import ChatOptions, GenerateOptions, Plan, chat_prompt, plan_request
+from .generation import GenerateOptions, Plan, plan_request
 from .llama_log import LLAMA_LOG
 from .model import Model
 from .results import LOGGER, ChatMessages, GenerationResult, Stream
@@ -483,16 +484,36 @@ class Context:
         are checked here; the context generates as the stream is read."""
         return Stream(self._steps(self._plan(prompt, options)))
 
-    def chat(self, messages: ChatMessages, **options: Unpack[ChatOptions]) -> GenerationResult:
-        """:meth:`generate` the assistant's reply to ``messages`` (see
-        :meth:`Model.apply_chat_template`; ``template``: default the model's own)."""
-        prompt, rest = chat_prompt(self.model, self._sidecar, messages, options)
-        return _run_all(self._steps(self._plan(prompt, rest)))
+    def chat(self, messages: ChatMessages, **options: Unpack[ChatOptions]) -> ChatResult:
+        """:meth:`generate` the assistant's reply to ``messages`` (OpenAI-style mappings, with
+        image and audio parts for the projector, an assistant's ``tool_calls``, tool replies;
+        or :class:`ChatMessage`), rendered and parsed by llama.cpp's own chat layer (the model's
+        Jinja template, or ``template=`` as Jinja text) as llama.cpp's server of the same release
+        does; ``template=`` a name such as ``"chatml"`` (or libraries without the layer):
+        ``llama_chat_apply_template``, which runs no Jinja. ``result.renderer`` says which ran.
+        Options: :meth:`generate`'s (not ``media``) and :class:`ChatOptions`' (``tools``,
+        ``tool_choice``, ``response_format``, ``reasoning``, ...); tool calls and JSON answers
+        are constrained by the layer's grammar, with every speculative mode. The
+        :class:`ChatResult` has the raw ``text`` and the reply parsed from it: ``content``,
+        ``reasoning_content``, ``tool_calls``."""
+        request = render(self.model, self._sidecar, messages, options)
+        try:
+            plan = request.plan(self._plan(request.prompt, request.options))
+            return request.result(_run_all(self._steps(plan)))
+        finally:
+            request.close()
 
-    def stream_chat(self, messages: ChatMessages, **options: Unpack[ChatOptions]) -> Stream:
-        """:meth:`chat` as a :class:`Stream`."""
-        prompt, rest = chat_prompt(self.model, self._sidecar, messages, options)
-        return Stream(self._steps(self._plan(prompt, rest)))
+    def stream_chat(self, messages: ChatMessages, **options: Unpack[ChatOptions]) -> ChatStream:
+        """:meth:`chat` as a :class:`ChatStream` of :class:`ChatDelta` s: what each step adds to
+        the content, the reasoning and the tool calls' arguments (as OpenAI's streams give
+        them); its ``result`` is the :class:`ChatResult`. Arguments are checked here."""
+        request = render(self.model, self._sidecar, messages, options)
+        try:
+            plan = request.plan(self._plan(request.prompt, request.options))
+        except BaseException:
+            request.close()
+            raise
+        return ChatStream(self._steps(plan), request)
 
     def _plan(self, prompt: str | Sequence[int] | MediaPrompt, options: GenerateOptions) -> Plan:
         """Everything checked before anything reaches llama.cpp (see :func:`plan_request`)."""

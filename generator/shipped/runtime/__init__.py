@@ -87,12 +87,17 @@ from .chat_layer import ChatTemplates as ChatTemplates
 from .chat_layer import GrammarTrigger as GrammarTrigger
 from .chat_layer import RenderedChat as RenderedChat
 from .chat_layer import json_schema_to_grammar as json_schema_to_grammar
+from .chat_request import ChatDelta as ChatDelta
+from .chat_request import ChatOptions as ChatOptions
+from .chat_request import ChatResult as ChatResult
+from .chat_request import ChatStream as ChatStream
+from .chat_request import ToolCall as ToolCall
+from .chat_request import ToolCallDelta as ToolCallDelta
 from .context import LOGGER as LOGGER
 from .context import Context as Context
 from .devices import Device as Device
 from .devices import list_devices as list_devices
 from .devices import wait_for_rpc_server as wait_for_rpc_server
-from .generation import ChatOptions as ChatOptions
 from .generation import GenerateOptions as GenerateOptions
 from .llama_log import LLAMA_LOGGER as LLAMA_LOGGER
 from .llama_log import set_llama_log as set_llama_log
@@ -113,6 +118,7 @@ from .results import PromptReuse as PromptReuse
 from .results import StrategyMetrics as StrategyMetrics
 from .results import Stream as Stream
 from .results import TokenCallback as TokenCallback
+from .sampling import Grammar as Grammar
 from .sampling import Sampling as Sampling
 from .speculative import SpeculativeDecoding as SpeculativeDecoding
 from .speculative import Strategy as Strategy

@@ -69,7 +69,10 @@ def run_steps(
     try:
         if plan.sampling is not None:
             sampler = build_sampler(model, n_ctx, plan.sampling, plan.grammar)
-        run = Run(model, plan.stop, plan.on_token, plan.cancel, plan.max_tokens, plan.logprobs)
+        run = Run(
+            model, plan.stop, plan.on_token, plan.cancel, plan.max_tokens, plan.logprobs,
+            plan.preserved,
+        )  # fmt: skip
         if sidecar is not None:
             steps = generate_mtp(session, sidecar, plan, sampler, run)
         else:
@@ -286,7 +289,9 @@ def speculate_sequences(
     into its own sequence (mirrored into the sidecar; what the sequence holds of it kept when its
     plan reuses prefixes), then one step per sequence in turn; each run's counters are the
     sidecar's differences around its own steps. Each sequence keeps what it holds afterwards."""
-    runs = [Run(model, p.stop, None, p.cancel, p.max_tokens, p.logprobs) for p in plans]
+    runs = [
+        Run(model, p.stop, None, p.cancel, p.max_tokens, p.logprobs, p.preserved) for p in plans
+    ]
     samplers: list[Any] = []
     llama = session.llama
     batch = llama.llama_batch_init(int(llama.llama_n_batch(session.handle)), 0, 1)
@@ -382,7 +387,9 @@ def generate_sequences(
     of it kept when its plan reuses prefixes), then one batch per step with the next token of
     every sequence still going (``room``: cells per sequence). Each sequence keeps what it holds
     afterwards."""
-    runs = [Run(model, p.stop, None, p.cancel, p.max_tokens, p.logprobs) for p in plans]
+    runs = [
+        Run(model, p.stop, None, p.cancel, p.max_tokens, p.logprobs, p.preserved) for p in plans
+    ]
     samplers: list[Any] = []
     llama = session.llama
     n_batch = int(llama.llama_n_batch(session.handle))

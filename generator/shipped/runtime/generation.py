@@ -1,5 +1,5 @@
 """One generation's request and bookkeeping: the options :meth:`Context.generate` takes
-(:class:`GenerateOptions`, :class:`ChatOptions`), checked by :func:`plan` into a :class:`Plan`
+(:class:`GenerateOptions`), checked by :func:`plan` into a :class:`Plan`
 against the context's model, session, sidecar and adapters before anything reaches llama.cpp,
 and :class:`Run`, which turns accepted tokens into released text, stop sequences, finish reasons
 and the result. It never refers to the :class:`Context`."""
@@ -9,20 +9,20 @@ from __future__ import annotations
 import codecs
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypedDict, cast
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from ..constants import LLAMA_DEFAULT_SEED
 from ..errors import LlamaUnsupportedError
 from ..outputs import TextPiece, TokenLogprob, check_top
 from ..params import check_flag
-from .media import DEFAULT_MARKER, MediaPrompt, chat_media
+from .chat_layer import json_schema_to_grammar
+from .media import MediaPrompt
 from .results import (
     LLAMA_CPP_TAG,
     TAIL_TOKEN,
     Cancellation,
-    ChatMessages,
     FinishReason,
     GenerationMetrics,
     GenerationResult,
@@ -30,7 +30,7 @@ from .results import (
     StrategyMetrics,
     TokenCallback,
 )
-from .sampling import Sampling
+from .sampling import Grammar, Sampling
 
 if TYPE_CHECKING:
     from .adapters import ContextAdapters
@@ -52,16 +52,11 @@ class GenerateOptions(TypedDict, total=False):
     temperature: float | None
     top_k: int | None
     seed: int | None
-    grammar: str | None
+    grammar: str | Grammar | None
+    json_schema: Mapping[str, Any] | bool | None
     reuse_prefix: bool
     logprobs: int | None
     media: Sequence[MediaInput] | None
-
-
-class ChatOptions(GenerateOptions, total=False):
-    """:class:`GenerateOptions` and ``template`` (see :meth:`Model.apply_chat_template`)."""
-
-    template: str | None
 
 
 def stop_sequences(stop: object) -> tuple[str, ...]:
@@ -95,8 +90,10 @@ class Run:
         cancel: Cancellation | None,
         max_tokens: int,
         top_logprobs: int | None = None,
+        preserved: frozenset[int] = frozenset(),
     ) -> None:
         self.model = model
+        self.preserved = preserved  # special tokens whose text the output keeps
         self.top_logprobs = top_logprobs  # None: no log-probabilities
         self.logprobs: list[TokenLogprob] = []
         self._unreleased: list[TokenLogprob] = []  # of tokens whose text no piece carried yet
@@ -151,7 +148,8 @@ class Run:
         if logprob is not None:
             self.logprobs.append(logprob)
             self._unreleased.append(logprob)
-        self.text += self._decoder.decode(self.model.token_bytes(token))
+        special = token in self.preserved
+        self.text += self._decoder.decode(self.model.token_bytes(token, special=special))
         stopped = self._scan()
         if not stopped and len(self.tokens) >= self.max_tokens:
             self.finish(FinishReason.LENGTH)
@@ -248,13 +246,15 @@ class Plan:
     cancel: Cancellation | None
     sampling: Sampling | None  # None: the caller's sampler
     sampler: Any
-    grammar: str | None
+    grammar: Grammar | None
     reuse_prefix: bool
     logprobs: int | None  # None: off; else the number of alternatives per token
     media: MediaPrompt | None = None  # the prompt's media, when it has any
     # an aLoRA's boundary (ALORA_NEVER: off) and how to turn the adapters on or off; None: the
     # adapters (if any) apply everywhere
     alora: tuple[int, Callable[[bool], None]] | None = None
+    # special tokens whose text the output keeps (a chat format's tool-call markers)
+    preserved: frozenset[int] = frozenset()
 
     @property
     def lora_from(self) -> int:
@@ -271,9 +271,11 @@ def sampling_of(options: GenerateOptions, sampler: Any) -> Sampling | None:
     }
     sampling = options.get("sampling")
     if sampler is not None:
-        if sampling is not None or shorthands or options.get("grammar") is not None:
+        constrained = options.get("grammar") is not None or options.get("json_schema") is not None
+        if sampling is not None or shorthands or constrained:
             raise ValueError(
-                "sampler= is a whole llama_sampler chain: not with sampling=, grammar= or "
+                "sampler= is a whole llama_sampler chain: not with sampling=, grammar=, "
+                "json_schema= or "
                 f"{', '.join(shorthands) or 'temperature/top_k/seed'}"
             )
         return None
@@ -303,7 +305,7 @@ def plan_request(
     max_tokens = options.get("max_tokens", 128)
     if max_tokens < 0:
         raise ValueError("max_tokens must be >= 0")
-    grammar = options.get("grammar")
+    grammar = grammar_of(model, options)
     reuse_prefix = options.get("reuse_prefix", True)
     check_flag(reuse_prefix, "reuse_prefix")
     logprobs = check_top(options.get("logprobs"))
@@ -321,6 +323,25 @@ def plan_request(
         options.get("cancel"), sampling, sampler, grammar, reuse_prefix, logprobs,
         media_prompt, _alora(adapters, tokens),
     )  # fmt: skip
+
+
+def grammar_of(model: Model, options: GenerateOptions) -> Grammar | None:
+    """The request's grammar: ``grammar`` (GBNF text, or a :class:`Grammar`), or ``json_schema``
+    as llama.cpp's chat layer turns it into one (LlamaSchemaError when it cannot)."""
+    grammar, schema = options.get("grammar"), options.get("json_schema")
+    if schema is not None:
+        if grammar is not None:
+            raise ValueError("give grammar= or json_schema=, not both")
+        if not isinstance(schema, Mapping | bool):
+            raise TypeError(
+                f"json_schema= is a JSON schema (a mapping), not {type(schema).__name__}"
+            )
+        return Grammar(json_schema_to_grammar(model.libs, schema))
+    if grammar is None or isinstance(grammar, Grammar):
+        return grammar
+    if not isinstance(grammar, str):
+        raise TypeError(f"grammar= is GBNF text or a Grammar, not {type(grammar).__name__}")
+    return Grammar(grammar)
 
 
 def _prompt_tokens(
@@ -368,24 +389,6 @@ def _check_logit_bias(model: Model, sampling: Sampling) -> None:
         raise ValueError(
             f"Sampling.logit_bias names tokens outside the vocabulary [0, {n_vocab}): {outside[:8]}"
         )
-
-
-def chat_prompt(
-    model: Model, sidecar: Sidecar | None, messages: ChatMessages, options: ChatOptions
-) -> tuple[list[int] | MediaPrompt, GenerateOptions]:
-    """The tokens of the templated messages (special tokens parsed, as llama.cpp's chat
-    tools do), with the media of content parts tokenized by the model's projector, and the
-    other options."""
-    rest = cast(GenerateOptions, {k: v for k, v in options.items() if k != "template"})
-    if "media" in rest:
-        raise TypeError("chat takes media as content parts of the messages, not media=")
-    projector = model.projector
-    marker = projector.marker if projector is not None else DEFAULT_MARKER
-    flat, media = chat_media(messages, marker)
-    text = model.apply_chat_template(flat, template=options.get("template"))
-    if not media:
-        return model.tokenize(text, parse_special=True), rest
-    return tokenize_media(model, sidecar, text, media, parse_special=True), rest
 
 
 def tokenize_media(

@@ -368,12 +368,13 @@ class Model:
             capacity = -n
         raise LlamaRuntimeError("llama_tokenize failed")
 
-    def token_bytes(self, token: int) -> bytes:
-        """The bytes of one token (pieces of a multi-byte character are partial UTF-8)."""
+    def token_bytes(self, token: int, *, special: bool = False) -> bytes:
+        """The bytes of one token (pieces of a multi-byte character are partial UTF-8); a
+        special token's text only with ``special`` (else none)."""
         capacity = 32
         for _ in range(2):
             buf = self.ffi.new("char[]", capacity)
-            n = int(self.llama.llama_token_to_piece(self.vocab, token, buf, capacity, 0, False))
+            n = int(self.llama.llama_token_to_piece(self.vocab, token, buf, capacity, 0, special))
             if n >= 0:
                 return bytes(self.ffi.buffer(buf, n))
             capacity = -n

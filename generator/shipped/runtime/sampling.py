@@ -1,4 +1,5 @@
-"""How each token is chosen: :class:`Sampling`, checked before anything reaches llama.cpp."""
+"""How each token is chosen: :class:`Sampling`, checked before anything reaches llama.cpp, and
+the :class:`Grammar` that constrains the choice."""
 
 from __future__ import annotations
 
@@ -83,7 +84,27 @@ class Sampling:
         )  # fmt: skip
 
 
-def build_sampler(model: Model, n_ctx: int, sampling: Sampling, grammar: str | None) -> Any:
+@dataclass(frozen=True)
+class Grammar:
+    """A GBNF grammar (root rule ``root``) for the sampler chain. ``lazy``: it constrains nothing
+    until a trigger appears in the output, one of ``patterns`` (regular expressions over the
+    generated text, as llama.cpp matches them) or of ``tokens``. ``prefill``: tokens the grammar
+    takes before the first sampled one: the generation prompt a chat template put at the end of
+    the prompt, which a grammar from llama.cpp's chat layer starts with (as llama.cpp's sampler
+    feeds it, for grammars that are not lazy)."""
+
+    text: str
+    lazy: bool = False
+    patterns: tuple[str, ...] = ()
+    tokens: tuple[int, ...] = ()
+    prefill: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.lazy and not (self.patterns or self.tokens):
+            raise ValueError("a lazy grammar needs a trigger (a pattern or a token)")
+
+
+def build_sampler(model: Model, n_ctx: int, sampling: Sampling, grammar: Grammar | None) -> Any:
     """A new ``llama_sampler`` chain for ``sampling`` (and ``grammar``) on ``model``; the caller
     frees it."""
     llama = model.llama
@@ -97,7 +118,7 @@ def build_sampler(model: Model, n_ctx: int, sampling: Sampling, grammar: str | N
     return chain
 
 
-def _stages(model: Model, n_ctx: int, sampling: Sampling, grammar: str | None) -> Iterator[Any]:
+def _stages(model: Model, n_ctx: int, sampling: Sampling, grammar: Grammar | None) -> Iterator[Any]:
     """The chain's samplers, in order: constraints, then the choice of one token."""
     llama, n_vocab = model.llama, model.n_vocab
     if sampling.logit_bias:
@@ -112,10 +133,7 @@ def _stages(model: Model, n_ctx: int, sampling: Sampling, grammar: str | None) -
             sampling.presence_penalty,
         )  # fmt: skip
     if grammar is not None:
-        stage = llama.llama_sampler_init_grammar(model.vocab, grammar.encode("utf-8"), b"root")
-        if stage == model.ffi.NULL:
-            raise ValueError("llama.cpp could not parse the grammar")
-        yield stage
+        yield _grammar_stage(model, grammar)
     if sampling.greedy:
         yield llama.llama_sampler_init_greedy()
         return
@@ -131,3 +149,45 @@ def _stages(model: Model, n_ctx: int, sampling: Sampling, grammar: str | None) -
     yield llama.llama_sampler_init_dist(
         sampling.seed if sampling.seed is not None else LLAMA_DEFAULT_SEED
     )
+
+
+def _grammar_stage(model: Model, grammar: Grammar) -> Any:
+    """The grammar's sampler, its prefill taken; ValueError when llama.cpp cannot parse it or
+    the grammar refuses its prefill (checked token by token before each is taken: llama.cpp
+    ends the process when a grammar is made to take a token it refuses)."""
+    llama, ffi = model.llama, model.ffi
+    text = grammar.text.encode("utf-8")
+    if grammar.lazy:
+        keep = [ffi.new("char[]", pattern.encode("utf-8")) for pattern in grammar.patterns]
+        patterns = ffi.new("const char *[]", keep) if keep else ffi.NULL
+        tokens = ffi.new("llama_token[]", list(grammar.tokens)) if grammar.tokens else ffi.NULL
+        stage = llama.llama_sampler_init_grammar_lazy_patterns(
+            model.vocab, text, b"root", patterns, len(keep), tokens, len(grammar.tokens)
+        )
+    else:
+        stage = llama.llama_sampler_init_grammar(model.vocab, text, b"root")
+    if stage == ffi.NULL:
+        raise ValueError("llama.cpp could not parse the grammar")
+    try:
+        for token in grammar.prefill:
+            if not _allows(model, stage, token):
+                piece = model.token_bytes(token, special=True).decode("utf-8", "replace")
+                raise ValueError(
+                    f"the grammar refuses the generation prompt's token {token} ({piece!r})"
+                )
+            llama.llama_sampler_accept(stage, token)
+    except BaseException:
+        llama.llama_sampler_free(stage)
+        raise
+    return stage
+
+
+def _allows(model: Model, stage: Any, token: int) -> bool:
+    """Whether the sampler ``stage`` lets ``token`` be chosen next (its logit not -inf)."""
+    ffi = model.ffi
+    data = ffi.new("llama_token_data[1]")
+    data[0].id, data[0].logit, data[0].p = token, 0.0, 0.0
+    candidates = ffi.new("llama_token_data_array *")
+    candidates.data, candidates.size, candidates.selected, candidates.sorted = data, 1, -1, False
+    model.llama.llama_sampler_apply(stage, candidates)
+    return bool(math.isfinite(data[0].logit))
