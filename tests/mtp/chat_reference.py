@@ -51,6 +51,17 @@ def _tojson(
     )
 
 
+def _listed(value: Any) -> Any:
+    """``value`` with its iterators (a generator from ``map``) made lists, inside too."""
+    if isinstance(value, dict):
+        return {k: _listed(v) for k, v in value.items()}
+    if isinstance(value, list | tuple) or (
+        hasattr(value, "__next__") and not isinstance(value, str | bytes)
+    ):
+        return [_listed(v) for v in value]
+    return value
+
+
 def llama_variables(now: datetime.datetime) -> dict[str, Any]:
     """What llama.cpp gives every template besides the messages and tools."""
     return {
@@ -63,14 +74,46 @@ def llama_variables(now: datetime.datetime) -> dict[str, Any]:
     }
 
 
-def render(source: str, messages: list[dict[str, Any]], **variables: Any) -> str:
-    """``source`` rendered for ``messages`` with ``variables`` (see :func:`llama_variables`)."""
+class EmptyUndefined(jinja2.ChainableUndefined):
+    """An undefined value as llama.cpp's Jinja engine treats one: its attributes are undefined
+    too, it prints and adds as nothing, and iterates as nothing (jinja2's raises on ``+``)."""
+
+    def __add__(self, other: Any) -> Any:
+        return other
+
+    def __radd__(self, other: Any) -> Any:
+        return other
+
+
+# Where jinja2 and llama.cpp's Jinja engine differ in the language itself (not in the request),
+# the quirks a template's explanation may switch on in the reference.
+QUIRKS = frozenset({"undefined is empty", "safe is text", "filters give lists"})
+
+
+def render(
+    source: str,
+    messages: list[dict[str, Any]],
+    quirks: frozenset[str] = frozenset(),
+    **variables: Any,
+) -> str:
+    """``source`` rendered for ``messages`` with ``variables`` (see :func:`llama_variables`), as
+    jinja2 runs it, but for ``quirks`` (of :data:`QUIRKS`): "undefined is empty" (llama.cpp's
+    undefined values), "safe is text" (jinja2's ``safe`` makes Markup, and Markup + text
+    HTML-escapes the text; llama.cpp has no Markup), "filters give lists" (jinja2's ``map`` gives
+    a generator, which ``tojson`` refuses; llama.cpp's gives a list)."""
+    assert quirks <= QUIRKS, quirks - QUIRKS
     env = ImmutableSandboxedEnvironment(
         trim_blocks=True,
         lstrip_blocks=True,
         extensions=["jinja2.ext.loopcontrols", GenerationBlock],
+        undefined=EmptyUndefined if "undefined is empty" in quirks else jinja2.Undefined,
     )
-    env.filters["tojson"] = _tojson
+    if "filters give lists" in quirks:
+        env.filters["tojson"] = lambda value, **kw: _tojson(_listed(value), **kw)
+    else:
+        env.filters["tojson"] = _tojson
+    if "safe is text" in quirks:
+        env.filters["safe"] = str
     env.globals["raise_exception"] = _raise
     env.globals["strftime_now"] = lambda fmt: datetime.datetime.now().strftime(fmt)
     return env.from_string(source).render(messages=messages, **variables)
