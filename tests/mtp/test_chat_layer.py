@@ -115,6 +115,87 @@ def test_a_tool_call_in_the_templates_format_is_parsed(
         json.loads(half["tool_calls"][0]["arguments"])
 
 
+# Parse cases of llama.cpp's own tests (tests/test-chat.cpp at b11549: its peg_tester cases for
+# these templates): the model's text, the request's options, and the message upstream expects
+# (content, reasoning, tool calls with their arguments as JSON). Test data, not code.
+SPECIAL = {
+    "type": "function",
+    "function": {
+        "name": "special_function",
+        "description": "I'm special",
+        "parameters": {
+            "type": "object",
+            "properties": {"arg1": {"type": "integer", "description": "The arg."}},
+            "required": ["arg1"],
+        },
+    },
+}
+SPECIAL_OPT = {
+    "type": "function",
+    "function": {
+        "name": "special_function_with_opt",
+        "description": "I'm special but have optional stuff",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "arg1": {"type": "integer", "description": "The arg."},
+                "arg2": {"type": "integer", "description": "The optional arg."},
+            },
+            "required": ["arg1"],
+        },
+    },
+}
+CALL = (
+    "<tool_call>\n<function=special_function>\n<parameter=arg1>\n1\n</parameter>\n</function>\n"
+    "</tool_call>"
+)
+UPSTREAM_PARSES: list[tuple[str, dict[str, Any], str, str, str, list[tuple[str, Any]]]] = [
+    ("Qwen3.5-4B", {"reasoning_format": "auto", "enable_thinking": True},
+     "I'm\nthinking\n</think>\n\nHello, world!\nWhat's up?",
+     "Hello, world!\nWhat's up?", "I'm\nthinking", []),
+    ("Qwen3.5-4B", {"reasoning_format": "none", "enable_thinking": True},
+     "I'm\nthinking\n</think>\n\nHello, world!\nWhat's up?",
+     "<think>\nI'm\nthinking\n</think>\n\nHello, world!\nWhat's up?", "", []),
+    ("Qwen3.5-4B", {"reasoning_format": "auto", "enable_thinking": False, "tools": [SPECIAL]},
+     CALL, "", "", [("special_function", {"arg1": 1})]),
+    ("Qwen3.5-4B", {"reasoning_format": "auto", "tools": [SPECIAL]},
+     "I'm\nthinking\n</think>\n\n" + CALL, "", "I'm\nthinking",
+     [("special_function", {"arg1": 1})]),
+    ("Qwen3.5-4B", {"reasoning_format": "auto", "enable_thinking": False,
+                    "parallel_tool_calls": True, "tools": [SPECIAL, SPECIAL_OPT]},
+     CALL + "\n<tool_call>\n<function=special_function_with_opt>\n<parameter=arg1>\n1\n"
+     "</parameter>\n<parameter=arg2>\n2\n</parameter>\n</function>\n</tool_call>", "", "",
+     [("special_function", {"arg1": 1}), ("special_function_with_opt", {"arg1": 1, "arg2": 2})]),
+    ("LFM2.5-8B-A1B", {}, "Hello, world!\nWhat's up?", "Hello, world!\nWhat's up?", "", []),
+    ("LFM2.5-8B-A1B", {"tools": [SPECIAL]},
+     "<|tool_call_start|>[special_function(arg1=1)]<|tool_call_end|>", "", "",
+     [("special_function", {"arg1": 1})]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("template", "options", "text", "content", "reasoning", "calls"), UPSTREAM_PARSES
+)
+def test_upstreams_own_parse_cases(
+    runtime: Any,
+    libs: Any,
+    tree_pin: Path,
+    template: str,
+    options: dict[str, Any],
+    text: str,
+    content: str,
+    reasoning: str,
+    calls: list[tuple[str, Any]],
+) -> None:
+    chat = _rendered(runtime, libs, tree_pin, template, **options)
+    message = chat.parse(text)
+    # upstream's peg tests compare content and reasoning with whitespace at their ends stripped
+    assert message["content"].strip() == content
+    assert message["reasoning_content"].strip() == reasoning
+    got = [(c["name"], json.loads(c["arguments"])) for c in message["tool_calls"]]
+    assert got == calls
+
+
 def test_reasoning_is_separated_from_the_answer(runtime: Any, libs: Any, tree_pin: Path) -> None:
     chat = _rendered(runtime, libs, tree_pin, "Qwen-Qwen3-0.6B", reasoning_format="auto")
     message = chat.parse("<think>\nTwo and two.\n</think>\n\nIt is 4.")
