@@ -268,3 +268,26 @@ def test_the_builtin_renderer_is_named_and_refuses_what_only_the_layer_does(
             ctx.chat(MESSAGES, template="chatml", reasoning=False)
     assert builtin.renderer == "builtin-template" and builtin.tokens == direct.tokens
     assert builtin.content == builtin.text and builtin.format == ""
+
+
+def test_libraries_without_the_layer_chat_with_the_builtin_template(
+    runtime: Any, libs: Any, byte_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Libraries whose wrapper has no chat layer (a release built before it; none of those
+    loads the test vocabulary, so the layer's absence is what ``Model.chat_templates`` reports
+    for them, stood in here): chat renders with the builtin template, and what only the layer
+    does is refused, naming why."""
+    why = "this llama_mtp wrapper has no chat layer (built before llama-bindgen added it)"
+
+    def no_layer(self: Any, template: str | None = None) -> Any:
+        raise runtime.LlamaUnsupportedError(why)
+
+    with runtime.Model(byte_models["agree"], libs=libs) as model:
+        with runtime.Context(model, n_ctx=512) as ctx:
+            layer = ctx.chat(MESSAGES, max_tokens=6)
+            monkeypatch.setattr(runtime.Model, "chat_templates", no_layer)
+            builtin = ctx.chat(MESSAGES, max_tokens=6)
+            with pytest.raises(runtime.LlamaUnsupportedError, match=r"lack .*no chat layer"):
+                ctx.chat(MESSAGES, tools=TOOLS, max_tokens=6)
+    assert layer.renderer == "chat-layer" and builtin.renderer == "builtin-template"
+    assert builtin.tokens == layer.tokens  # chatml, recognised by llama_chat_apply_template
