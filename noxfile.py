@@ -161,7 +161,8 @@ def tests(session: nox.Session) -> None:
     kit_tree = _tree(session, TEST_TREES[0])
     session.run("llama-bindgen", "gpu-check", "prepare", "--tree", kit_tree, silent=True)
     _download_cuda_toolkit_wheels(session)
-    session.run("pytest", *(session.posargs or ["-ra"]))
+    # the slowest tests in the log: where a run's time goes (a cold .ci/run is near its budget)
+    session.run("pytest", *(session.posargs or ["-ra", "--durations=40"]))
 
 
 @nox.session(name="cuda_wheel")
@@ -173,6 +174,15 @@ def cuda_wheel(session: nox.Session) -> None:
     _tree(session, TEST_TREES[0])
     _download_cuda_toolkit_wheels(session)
     session.run("pytest", "-ra", "-m", "cuda_build", *session.posargs)
+
+
+@nox.session(name="macos_x86_64")
+def macos_x86_64(session: nox.Session) -> None:
+    """The pin's macos-x86_64 wheel, built by zig (cold: about 7 min on 2 cores): the tests
+    marked macos_x86_64, which the default run deselects (macos-arm64's run there)."""
+    _install(session, "dev")
+    _tree(session, TEST_TREES[0])
+    session.run("pytest", "-ra", "-m", "macos_x86_64", *session.posargs)
 
 
 @nox.session

@@ -59,7 +59,14 @@ from generator.native.cmake_driver import (
 from generator.native.cuda_pypi import CudaResolution
 from generator.native.host import host_toolchain
 from generator.native.nextn_archs import single_nextn_architectures
-from generator.native.shared_source import stage_dir, staged_source, tree_id
+from generator.native.shared_source import (
+    mark_changed,
+    record_contents,
+    stage_dir,
+    staged_source,
+    staged_wrapper_dir,
+    tree_id,
+)
 from generator.paths import default_cache_dir, wrapper_dir
 from generator.platforms import (
     BASE_CMAKE_OPTIONS,
@@ -231,6 +238,10 @@ def backend_cmake_options(
     return options
 
 
+# the wrapper sources a build folder last built with (shared_source.mark_changed)
+WRAPPER_RECORD = "wrapper-sources.sha256"
+
+
 def default_out_dir(tree: Tree) -> Path:
     return default_cache_dir() / "native" / tree.cache_key
 
@@ -238,12 +249,13 @@ def default_out_dir(tree: Tree) -> Path:
 def build_dir_for(
     tree: Tree, plat: Platform, backend: str = "cpu", cuda_arch: str | None = None
 ) -> Path:
-    """One build folder per platform, backend, commit, tree location and wrapper source folder:
-    two copies of one commit (say a patched copy in a test), or two checkouts of this project
-    building one tree, must not share a CMake cache (CMake refuses a cache made from another
-    source folder). A CUDA build for chosen architectures has its own (CMake would keep a
-    chosen list in its cache where llama.cpp's default is wanted)."""
-    sources = f"{tree.root}\0{wrapper_dir()}"
+    """One build folder per platform, backend, commit and tree location: two copies of one
+    commit (say a patched copy in a test) must not share one. Every checkout of this project
+    shares it: CMake is configured from the staged copy of the wrapper project, the same folder
+    for all (``shared_source``; the name's hash says so, keeping folders configured from a
+    checkout's own copy, before the staging, apart). A CUDA build for chosen architectures has
+    its own (CMake would keep a chosen list in its cache where llama.cpp's default is wanted)."""
+    sources = f"{tree.root}\0wrapper staged"
     if cuda_arch is not None:
         sources += f"\0cuda-arch={cuda_arch}"
     where = hashlib.sha256(sources.encode()).hexdigest()[:8]
@@ -583,7 +595,8 @@ def _configure_command(plan: _Plan) -> _Configure:
         ]
     launcher = ccache_defines()
     defines += launcher
-    argv = ["cmake", "-S", str(wrapper_dir()), "-B", str(bdir / "cmake"), "-G", "Ninja", *defines]
+    wrapper = staged_wrapper_dir(default_cache_dir(), plan.key)  # see shared_source
+    argv = ["cmake", "-S", str(wrapper), "-B", str(bdir / "cmake"), "-G", "Ninja", *defines]
     return _Configure(argv, recorded, compat, bool(launcher))
 
 
@@ -741,11 +754,17 @@ def build_native(
         return reused
     progress(f"{plan.label}: llama.cpp {plan.tree.name} ({plan.tree.commit12}) in {plan.bdir}")
     plan.ccache_log.unlink(missing_ok=True)
-    with staged_source(plan.tree.root, default_cache_dir(), plan.key, plan.label):
+    with staged_source(plan.tree.root, default_cache_dir(), plan.key, plan.label, wrapper_dir()):
+        staged, record = (
+            staged_wrapper_dir(default_cache_dir(), plan.key),
+            plan.bdir / WRAPPER_RECORD,
+        )
+        mark_changed(staged, record)
         configure = _configure_command(plan)
         env = plan.environment()
         mtp = _configure_and_compile(plan, configure, env)
         libraries = _install(plan, mtp, env)
+        record_contents(staged, record)
     api_record = _api_module_record(plan, mtp, libraries)
     info = _record(plan, configure, mtp, api_record, libraries)
     progress(

@@ -25,6 +25,15 @@ ccache goes through its preprocessor mode, which hashes the preprocessed text (e
 the compiler found it, ``-D`` options left out) and shares exactly the objects whose text is the
 same.
 
+The wrapper's CMake project (``generator/native_wrapper/``) is staged too, copied to
+``<cache>/stage/<gate key>/native_wrapper`` under the same lock, and configured from there: its
+sources and its include folder (which the common/ subset it compiles sees) then have the same
+paths whichever checkout builds (a clean clone, the GPU check's kit, a copy made by a test), so
+the objects of one checkout serve every other, where the checkout's own folder would have named
+it in every command line of the wrapper's target. One build folder then serves every checkout
+of the same wrapper sources; the staged files keep the checkout's times, and a build folder
+whose last build used other contents sees them all as changed (``mark_changed``).
+
 CMake's build folder stays one per tree (``build.build_dir_for``): Ninja's timestamps only ever
 compare a tree's objects with that same tree's files (the links keep the files' times), and what
 one tree shares with another comes from ccache's content hashes alone. The links share their
@@ -53,6 +62,7 @@ from typing import IO
 from generator.native.cmake_driver import progress
 
 STAGE_FOLDER = "stage"
+WRAPPER_FOLDER = "native_wrapper"
 # Not a folder name found inside a tree ("src", "include", ...): the compiler's paths into the
 # tree pass through it, and build.first_wrapper_error reads a path from the last of those names.
 TREE_FOLDER = "llama.cpp"
@@ -78,12 +88,47 @@ def _link_or_copy(src: str, dst: str) -> None:
         shutil.copy2(src, dst)
 
 
-def stage_tree(tree_root: Path, dest: Path) -> None:
-    """Make ``dest`` a copy of ``tree_root`` made of hard links (symbolic links kept as links)."""
+def staged_wrapper_dir(cache: Path, key: str) -> Path:
+    """Where the wrapper's CMake project of the gate key ``key`` is configured from."""
+    return cache / STAGE_FOLDER / key / WRAPPER_FOLDER
+
+
+def folder_digest(folder: Path) -> str:
+    """One digest over the files of ``folder`` (their paths inside it and their contents)."""
+    h = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        h.update(path.relative_to(folder).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def mark_changed(folder: Path, record: Path) -> None:
+    """Give ``folder``'s files the time now when their contents are not those ``record`` holds
+    (written by :func:`record_contents` after the last build that used them): a checkout's files
+    keep their own times when staged, and a file older than the objects a build folder made from
+    another checkout's version would look up to date to Ninja. Unchanged files keep their times,
+    so an unchanged project is not configured again."""
+    if record.is_file() and record.read_text(encoding="utf-8").strip() == folder_digest(folder):
+        return
+    for path in folder.rglob("*"):
+        if path.is_file():
+            os.utime(path)
+
+
+def record_contents(folder: Path, record: Path) -> None:
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text(folder_digest(folder) + "\n", encoding="utf-8")
+
+
+def _remove(dest: Path) -> None:
     if dest.is_symlink() or dest.is_file():
         dest.unlink()
     elif dest.exists():
         shutil.rmtree(dest)
+
+
+def stage_tree(tree_root: Path, dest: Path) -> None:
+    """Make ``dest`` a copy of ``tree_root`` made of hard links (symbolic links kept as links)."""
+    _remove(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     shutil.copytree(tree_root, dest, symlinks=True, copy_function=_link_or_copy)
 
@@ -139,10 +184,18 @@ def exclusive(lock_path: Path, label: str) -> Iterator[None]:
 
 
 @contextmanager
-def staged_source(tree_root: Path, cache: Path, key: str, label: str) -> Iterator[Path]:
-    """The stable folder of ``key`` holding ``tree_root``'s files, for as long as the block runs
-    (no other build of ``key`` uses it meanwhile)."""
+def staged_source(
+    tree_root: Path, cache: Path, key: str, label: str, wrapper: Path | None = None
+) -> Iterator[Path]:
+    """The stable folder of ``key`` holding ``tree_root``'s files, and ``wrapper``'s (the
+    wrapper's CMake project, copied: a checkout's files are not linked into the cache) at
+    :func:`staged_wrapper_dir`, for as long as the block runs (no other build of ``key`` uses
+    them meanwhile)."""
     dest = stage_dir(cache, key)
     with exclusive(dest.parent.with_name(f"{key}.lock"), label):
         stage_tree(tree_root, dest)
+        if wrapper is not None:
+            staged = staged_wrapper_dir(cache, key)
+            _remove(staged)
+            shutil.copytree(wrapper, staged, symlinks=True)
         yield dest

@@ -15,6 +15,7 @@ import pytest
 from generator.gpu_check.kit import prepare_kit
 from generator.gpu_check.report import DRY_RUN
 from generator.gpu_check.unpack import unpack
+from generator.paths import default_cache_dir
 from generator.smoke import STRATEGY_RUNS
 from generator.sources.tree import Tree
 from tests.repo import REPO_ROOT
@@ -27,7 +28,13 @@ def test_the_dry_run_of_the_kit_passes_offline_and_reports_itself_as_a_dry_run(
 ) -> None:
     kit = tmp_path / "kit"
     manifest = prepare_kit(Tree.read(tree_pin), kit)
-    env = {**os.environ, "GPU_CHECK_WORK": str(tmp_path / "work"), "PIP_NO_INDEX": "1"}
+    # the machine's llama-bindgen cache (its compiler cache and stage folders): the build is
+    # this machine's own, taken from the cache where the suite compiled the same text before
+    # (on the GPU machine the kit starts from an empty cache)
+    env = {
+        **os.environ, "GPU_CHECK_WORK": str(tmp_path / "work"), "PIP_NO_INDEX": "1",
+        "LLAMA_BINDGEN_CACHE": str(default_cache_dir()),
+    }  # fmt: skip
     proc = subprocess.run(
         [str(REPO_ROOT / "tools" / "gpu-check"), "--kit", str(kit), "--out",
          str(tmp_path / "out"), "--backend", "cpu", "--jobs", "2"],

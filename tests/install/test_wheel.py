@@ -179,8 +179,8 @@ def test_checkout_commands_name_what_is_missing(
 
 
 def test_build_outside_a_checkout_shares_the_cache(installed: Path, tmp_path: Path) -> None:
-    """The wheel's copy of the wrapper and this checkout's build one tree into one cache:
-    each gets its own CMake folder (CMake refuses a cache made from another source folder)."""
+    """The wheel's copy of the wrapper and this checkout's build one tree into one cache,
+    through one CMake folder (both configure from the staged copy of the wrapper project)."""
     tree = llama_tree(PIN)
     here_build = build_native(tree, "linux-x86_64", out=tmp_path / "checkout-out")
     proc = _tool(

@@ -15,8 +15,8 @@ from generator.hashing import file_sha256
 from generator.native.build import build_dir_for, build_native
 from generator.native.build_info import wrapper_sources_sha256
 from generator.native.cmake_driver import BuildError
-from generator.native.shared_source import stage_dir, tree_id
-from generator.paths import default_cache_dir
+from generator.native.shared_source import stage_dir, staged_wrapper_dir, tree_id
+from generator.paths import default_cache_dir, wrapper_dir
 from generator.platforms import get_platform
 from generator.sources.tree import Tree
 from tests.conftest import BuildFactory
@@ -72,10 +72,15 @@ def test_the_tree_is_compiled_from_the_stable_folder_under_its_name(
     build = native_build(tree_pin, "linux-x86_64")
     tree = Tree.read(tree_pin)
     ninja = build_dir_for(tree, build.platform) / "cmake" / "build.ninja"
+    if not ninja.is_file():  # the install was up to date, built in a folder named otherwise
+        build_native(tree_pin, "linux-x86_64", force=True)
     text = ninja.read_text(encoding="utf-8")
     assert f"-DLLAMA_BINDGEN_TREE_ID={tree_id(tree.root, tree.digest)}" in text
     source = stage_dir(default_cache_dir(), "linux-x86_64")
     assert f"{source / 'src' / 'llama.cpp'}" in text and str(tree.root) not in text
+    # and the wrapper's own sources from its staged copy, not from this checkout
+    wrapper = staged_wrapper_dir(default_cache_dir(), "linux-x86_64")
+    assert f"{wrapper / 'llama_mtp.cpp'}" in text and str(wrapper_dir()) not in text
 
 
 def test_up_to_date_build_is_reused(native_build: BuildFactory, tree_pin: Path) -> None:

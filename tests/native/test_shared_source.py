@@ -10,6 +10,7 @@ them) say what was compiled and what came from the cache.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import threading
@@ -196,3 +197,26 @@ def test_a_second_build_of_the_key_waits_for_the_first(
     waiter.join(60)
     assert said and said[0].startswith(f"build two: waiting for another build holding {lock}")
     assert events == ["first lets go", "second holds the lock"]
+
+
+def test_staged_wrapper_files_of_other_contents_are_newer_than_any_object(tmp_path: Path) -> None:
+    """A build folder shared by checkouts: staged files keep their checkout's times while their
+    contents are what the folder last built with, and all get the time now when not (an older
+    file of other contents would look up to date to Ninja)."""
+    from generator.native.shared_source import mark_changed, record_contents
+
+    staged, record = tmp_path / "native_wrapper", tmp_path / "build" / "wrapper-sources.sha256"
+    staged.mkdir()
+    source = staged / "llama_mtp.cpp"
+    source.write_text("int a;\n")
+    os.utime(source, (1_000_000, 1_000_000))
+    mark_changed(staged, record)  # no record yet: a first build
+    assert source.stat().st_mtime > 1_000_000
+    record_contents(staged, record)
+    os.utime(source, (1_000_000, 1_000_000))
+    mark_changed(staged, record)  # the same contents (another checkout's copy, older)
+    assert source.stat().st_mtime == 1_000_000
+    source.write_text("int b;\n")
+    os.utime(source, (1_000_000, 1_000_000))
+    mark_changed(staged, record)  # other contents, an old time
+    assert source.stat().st_mtime > 1_000_000
