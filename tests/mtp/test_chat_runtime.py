@@ -12,6 +12,7 @@ by ``jsonschema`` for a JSON answer."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -291,3 +292,29 @@ def test_libraries_without_the_layer_chat_with_the_builtin_template(
                 ctx.chat(MESSAGES, tools=TOOLS, max_tokens=6)
     assert layer.renderer == "chat-layer" and builtin.renderer == "builtin-template"
     assert builtin.tokens == layer.tokens  # chatml, recognised by llama_chat_apply_template
+
+
+LAZY = 'root ::= "fgh" [0-9] [0-9] [0-9] "xyz"'
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_lazy_grammar_triggered_mid_reply_gives_plain_decodings_output_with_every_mode(
+    runtime: Any, libs: Any, chat_models: dict[str, Path], mode: str
+) -> None:
+    """A lazy grammar (as a chat's tool-call grammar is) waits for its trigger, then constrains:
+    the model counts up through the bytes, free until it writes "fgh", then three digits and
+    "xyz" (where the grammar ends, so does the generation); every speculative mode gives plain
+    decoding's tokens, drafts of the free part and of the constrained part alike."""
+    grammar = runtime.Grammar(LAZY, lazy=True, patterns=(r"[\s\S]*?(fgh)",))
+    prompt = "abcdefghabcd"  # a run the n-gram strategies find again
+    with _context(runtime, libs, chat_models, "none") as ctx:
+        plain = ctx.generate(prompt, max_tokens=24, grammar=grammar)
+        free = ctx.generate(prompt, max_tokens=24)
+    with _context(runtime, libs, chat_models, mode) as ctx:
+        ours = ctx.generate(prompt, max_tokens=24, grammar=grammar)
+    assert free.text.startswith("efghij")
+    assert re.fullmatch(r"efgh[0-9]{3}xyz", plain.text), plain.text
+    assert plain.finish_reason == runtime.FinishReason.END_OF_GENERATION
+    assert ours.tokens == plain.tokens and ours.text == plain.text
+    if mode not in ("none", "ngram-mod"):  # ngram-mod: see the test above
+        assert ours.metrics.drafted_tokens > 0
