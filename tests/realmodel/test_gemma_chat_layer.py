@@ -5,7 +5,7 @@ checked by the ``jsonschema`` package; with the n-gram strategies the constraine
 decoding's token for token. Through the runtime's own chat (``Context.chat``, templates upstream
 ships in the pinned tree): a required tool call comes back parsed, its arguments valid against
 the tool's parameters, and a ``response_format`` answer is valid JSON, with the n-gram strategies
-as without.
+and draft-simple (the model drafting for itself) as without.
 
 The shapes are those llama.cpp's ``tests/test-json-schema-to-grammar.cpp`` covers: required and
 optional properties, nested objects, arrays with bounds, enums, constants, integer ranges, string
@@ -128,7 +128,9 @@ TOOLS = [
     }
 ]
 ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
-CHAT_MODES = ("none", "ngram-mod", "ngram-simple", "ngram-map-k")
+# Gemma 3 270M has no MTP head (draft-mtp: tests/mtp/test_chat_runtime.py, synthetic models);
+# draft-simple drafts with the model itself
+CHAT_MODES = ("none", "ngram-mod", "ngram-simple", "ngram-map-k", "ngram-cache", "draft-simple")
 
 
 def _template(tree: Path, name: str) -> str:
@@ -136,7 +138,11 @@ def _template(tree: Path, name: str) -> str:
 
 
 def _chat(runtime: Any, model: Any, mode: str, messages: Any, **options: Any) -> Any:
-    spec = runtime.SpeculativeDecoding(strategies=(mode,)) if mode != "none" else None
+    spec = None
+    if mode == "draft-simple":
+        spec = runtime.SpeculativeDecoding(strategies=(mode,), draft_model=model)
+    elif mode != "none":
+        spec = runtime.SpeculativeDecoding(strategies=(mode,))
     with runtime.Context(model, n_ctx=2048, n_ubatch=1, speculative=spec) as ctx:
         return ctx.chat(messages, max_tokens=80, **options)
 
