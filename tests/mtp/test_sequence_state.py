@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.mtp.test_speculation_composes import MODES, PROMPTS, REPLY, TURNS, _factory
+from tests.mtp.test_speculation_composes import MODES, PROMPTS, REPLY, TURNS, context_factory
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]
 
@@ -40,12 +40,12 @@ def _alone(make: Any, prompts: list[list[int]]) -> list[list[int]]:
 def test_a_second_batch_keeps_each_sequence_and_equals_fresh_contexts(
     runtime: Any, libs: Any, models: dict[str, Path], mode: str
 ) -> None:
-    with _factory(runtime, libs, models, mode, n_seq=N_SEQ) as make:
+    with context_factory(runtime, libs, models, mode, n_seq=N_SEQ) as make:
         ctx = make()
         first, second_prompts = _first_batch(ctx)
         second = ctx.generate_batch(second_prompts, max_tokens=REPLY)
         off = ctx.generate_batch(second_prompts, max_tokens=REPLY, reuse_prefix=False)
-    with _factory(runtime, libs, models, mode) as make:
+    with context_factory(runtime, libs, models, mode) as make:
         expected_first = _alone(make, [list(p) for p in PROMPTS])
         expected_second = _alone(make, second_prompts)
     assert [list(r.tokens) for r in first] == expected_first
@@ -63,12 +63,12 @@ def test_a_second_batch_keeps_each_sequence_and_equals_fresh_contexts(
 def test_generate_on_sequence_0_leaves_the_others_as_they_are(
     runtime: Any, libs: Any, models: dict[str, Path], mode: str
 ) -> None:
-    with _factory(runtime, libs, models, mode, n_seq=N_SEQ) as make:
+    with context_factory(runtime, libs, models, mode, n_seq=N_SEQ) as make:
         ctx = make()
         _, second_prompts = _first_batch(ctx)
         ctx.generate([5, 6, 7, 8], max_tokens=REPLY)  # sequence 0 only: something else
         second = ctx.generate_batch(second_prompts, max_tokens=REPLY)
-    with _factory(runtime, libs, models, mode) as make:
+    with context_factory(runtime, libs, models, mode) as make:
         expected = _alone(make, second_prompts)
     assert [list(r.tokens) for r in second] == expected
     reuse = [r.metrics.prompt_reuse for r in second]
@@ -84,7 +84,7 @@ def test_one_sequence_saved_loads_into_any_sequence_and_continues(
     sequence 2 of another batch as it does where it was saved; the whole-context state of the
     batch loads into a new context and continues every sequence. (llama.cpp loads a state only
     into a context whose KV cache has as many streams: one, with ``kv_unified``.)"""
-    with _factory(runtime, libs, models, mode, n_seq=N_SEQ, kv_unified=True) as make:
+    with context_factory(runtime, libs, models, mode, n_seq=N_SEQ, kv_unified=True) as make:
         ctx = make()
         _, second_prompts = _first_batch(ctx)
         one = ctx.save_state(seq=1)
@@ -96,7 +96,7 @@ def test_one_sequence_saved_loads_into_any_sequence_and_continues(
         restored = make()
         restored.load_state(whole)
         again = restored.generate_batch(second_prompts, max_tokens=REPLY)
-    with _factory(runtime, libs, models, mode, kv_unified=True) as make:
+    with context_factory(runtime, libs, models, mode, kv_unified=True) as make:
         single = make()
         single.load_state(one)
         alone = single.generate(second_prompts[1], max_tokens=REPLY)
@@ -112,7 +112,7 @@ def test_one_sequence_saved_loads_into_any_sequence_and_continues(
 
 
 def test_sequence_states_are_checked(runtime: Any, libs: Any, models: dict[str, Path]) -> None:
-    with _factory(runtime, libs, models, "draft-mtp", n_seq=2) as make:
+    with context_factory(runtime, libs, models, "draft-mtp", n_seq=2) as make:
         ctx = make()
         ctx.generate_batch([PROMPTS[0], PROMPTS[1]], max_tokens=4)
         one, whole = ctx.save_state(seq=1), ctx.save_state()
@@ -123,16 +123,16 @@ def test_sequence_states_are_checked(runtime: Any, libs: Any, models: dict[str, 
         with pytest.raises(runtime.LlamaStateError, match="holds the whole context"):
             ctx.load_state(whole, seq=1)
         make().load_state(one, seq=0)  # the same layout: loads into either sequence
-    with _factory(runtime, libs, models, "draft-mtp") as make:
+    with context_factory(runtime, libs, models, "draft-mtp") as make:
         with pytest.raises(runtime.LlamaStateError, match="2 KV streams; this one has 1"):
             make().load_state(one)  # a KV stream per sequence there, one here
-    with _factory(runtime, libs, models, "ngram-mod", n_seq=2) as make:
+    with context_factory(runtime, libs, models, "ngram-mod", n_seq=2) as make:
         with pytest.raises(runtime.LlamaStateError, match="another speculative"):
             make().load_state(one)
-    with _factory(runtime, libs, models, "draft-mtp", n_seq=2, kv_unified=True) as make:
+    with context_factory(runtime, libs, models, "draft-mtp", n_seq=2, kv_unified=True) as make:
         ctx = make()
         ctx.generate_batch([PROMPTS[0], PROMPTS[1]], max_tokens=4)
         whole = ctx.save_state()
-    with _factory(runtime, libs, models, "draft-mtp", kv_unified=True) as make:
+    with context_factory(runtime, libs, models, "draft-mtp", kv_unified=True) as make:
         with pytest.raises(runtime.LlamaStateError, match="holds 2 sequences"):
             make().load_state(whole)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.mtp.test_speculation_composes import MODES, REPLY, TURNS, _factory
+from tests.mtp.test_speculation_composes import MODES, REPLY, TURNS, context_factory
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]
 
@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]
 def test_load_then_continue_equals_the_uninterrupted_conversation(
     runtime: Any, libs: Any, models: dict[str, Path], mode: str, tmp_path: Path
 ) -> None:
-    with _factory(runtime, libs, models, mode) as make:
+    with context_factory(runtime, libs, models, mode) as make:
         first = make()
         reply = first.generate(TURNS[0], max_tokens=REPLY)
         saved = first.save_state()
@@ -45,11 +45,11 @@ def test_a_state_from_elsewhere_names_the_difference(
 ) -> None:
     from llama_bindings.runtime.state import SavedState
 
-    with _factory(runtime, libs, models, "draft-mtp") as make:
+    with context_factory(runtime, libs, models, "draft-mtp") as make:
         ctx = make()
         ctx.generate(TURNS[0], max_tokens=4)
         saved = ctx.save_state()
-    with _factory(runtime, libs, models, "ngram-mod") as make:  # the same model
+    with context_factory(runtime, libs, models, "ngram-mod") as make:  # the same model
         with pytest.raises(runtime.LlamaStateError, match="another speculative"):
             make().load_state(saved)
     with runtime.Model(models["agree"], libs=libs) as other:  # another model
@@ -61,7 +61,7 @@ def test_a_state_from_elsewhere_names_the_difference(
     parsed = SavedState.from_bytes(saved)
     elsewhere = dict(parsed.identity, llama_cpp={"release": "b1", "commit": "0" * 40})
     moved = SavedState(elsewhere, parsed.scope, parsed.held, parsed.target, parsed.draft).to_bytes()
-    with _factory(runtime, libs, models, "draft-mtp") as make:
+    with context_factory(runtime, libs, models, "draft-mtp") as make:
         ctx = make()
         with pytest.raises(runtime.LlamaStateError, match=r"another llama\.cpp.*'b1'"):
             ctx.load_state(moved)
@@ -74,7 +74,7 @@ def test_a_state_from_elsewhere_names_the_difference(
 def test_truncated_or_altered_states_raise(
     runtime: Any, libs: Any, models: dict[str, Path], mode: str
 ) -> None:
-    with _factory(runtime, libs, models, mode) as make:
+    with context_factory(runtime, libs, models, mode) as make:
         ctx = make()
         expected = ctx.generate(TURNS[0], max_tokens=REPLY)
         saved = ctx.save_state()
