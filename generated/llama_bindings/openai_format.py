@@ -47,7 +47,8 @@ Pure Python over the public runtime API (:meth:`Context.generate` / ``stream`` /
   as ``"chatml"``: the builtin renderer, which parses nothing). ``tools``, ``tool_choice``,
   ``parallel_tool_calls`` and ``response_format`` are OpenAI's; the message carries
   ``tool_calls`` (``content`` None when the model only called tools; finish reason
-  ``"tool_calls"``) and ``reasoning_content`` (llama.cpp's server's field for the model's
+  ``"tool_calls"``; a call the model wrote without an id gets one, ``call_...``, as llama.cpp's
+  server gives it) and ``reasoning_content`` (llama.cpp's server's field for the model's
   thinking); a stream's deltas carry the same, tool-call arguments in pieces after a first
   delta with the call's ``id`` and name. ``reasoning`` (the template's thinking switch),
   ``reasoning_format`` and ``chat_template_kwargs`` are llama.cpp's server's extensions.
@@ -591,9 +592,19 @@ _CHAT_ONLY: Final = (
 )  # fmt: skip
 
 
+def _call_id(given: str) -> str:
+    """A tool call's id: the model's, else a new one (as llama.cpp's server gives one), which a
+    client's tool reply names in ``tool_call_id``."""
+    return given or f"call_{uuid.uuid4().hex[:24]}"
+
+
 def _tool_calls(calls: Sequence[ToolCall]) -> list[ChatCompletionToolCall]:
     return [
-        {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+        {
+            "id": _call_id(c.id),
+            "type": "function",
+            "function": {"name": c.name, "arguments": c.arguments},
+        }
         for c in calls
     ]
 
@@ -618,7 +629,8 @@ def _chat_reason(result: ChatResult | None) -> FinishReasonName | None:
     return _reason(result)
 
 
-def _delta(delta: ChatDelta) -> ChatCompletionDelta:
+def _delta(delta: ChatDelta, ids: dict[int, str]) -> ChatCompletionDelta:
+    """``delta`` as OpenAI's (``ids``: the ids given to the stream's calls so far, by index)."""
     out: ChatCompletionDelta = {}
     if delta.content:
         out["content"] = delta.content
@@ -629,7 +641,8 @@ def _delta(delta: ChatDelta) -> ChatCompletionDelta:
         item: ChatCompletionToolCallDelta = {"index": call.index}
         function: ChatCompletionFunctionDelta = {"arguments": call.arguments}
         if call.name:
-            item |= {"id": call.id, "type": "function"}
+            ids[call.index] = _call_id(call.id)
+            item |= {"id": ids[call.index], "type": "function"}
             function["name"] = call.name
         item["function"] = function
         calls.append(item)
@@ -692,12 +705,13 @@ def _chat_chunks(
     with stream:
         yield _chat_chunk(request, {"role": "assistant"})
         released = 0
+        ids: dict[int, str] = {}
         for delta in stream:
             released += len(delta.text)
             found = None
             if texts is not None and delta.logprobs:
                 found = texts.chat(texts.entries(delta.logprobs, released))
-            out = _delta(delta)
+            out = _delta(delta, ids)
             if out or found is not None:
                 yield _chat_chunk(request, out, found)
     result = stream.result

@@ -276,11 +276,14 @@ def test_chat_tool_calls_and_response_format(
     assert choice["finish_reason"] == "tool_calls" and message["content"] is None
     (call,) = message["tool_calls"]
     assert call["type"] == "function" and set(call) == {"id", "type", "function"}
+    # functionary writes no ids: each call gets one, as llama.cpp's server gives
+    assert result.tool_calls[0].id == "" and call["id"].startswith("call_") and len(call["id"]) > 8
     assert call["function"] == {"name": "get_weather", "arguments": result.tool_calls[0].arguments}
     assert json.loads(call["function"]["arguments"])["unit"] in {"c", "f"}
     deltas = [c["choices"][0]["delta"] for c in chunks]
     calls = [d["tool_calls"][0] for d in deltas if "tool_calls" in d]
     assert calls[0]["index"] == 0 and calls[0]["function"]["name"] == "get_weather"
+    assert calls[0]["id"].startswith("call_") and all("id" not in c for c in calls[1:])
     assert calls[0]["type"] == "function" and all("name" not in c["function"] for c in calls[1:])
     assert "".join(c["function"]["arguments"] for c in calls) == call["function"]["arguments"]
     assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
