@@ -14,9 +14,12 @@ from tests.runtime.conftest import BINDINGS_PARENT
 # The runtime's API, and the names it re-exports from the bindings' other modules.
 PUBLIC = (
     "Cancellation",
+    "ChatDelta",
     "ChatMessage",
     "ChatMessages",
     "ChatOptions",
+    "ChatResult",
+    "ChatStream",
     "ChatTemplateError",
     "ChatTemplates",
     "Context",
@@ -32,6 +35,7 @@ PUBLIC = (
     "GenerateOptions",
     "GenerationMetrics",
     "GenerationResult",
+    "Grammar",
     "GrammarTrigger",
     "PromptReuse",
     "LLAMA_CPP_RELEASE",
@@ -76,6 +80,8 @@ PUBLIC = (
     "TextPiece",
     "TokenCallback",
     "TokenLogprob",
+    "ToolCall",
+    "ToolCallDelta",
     "apply_rope",
     "check_count",
     "check_flag",
@@ -115,6 +121,7 @@ LAZY = {
 MODULES = (
     "adapters",
     "chat_layer",
+    "chat_request",
     "context",
     "decoding",
     "devices",
