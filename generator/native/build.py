@@ -755,16 +755,13 @@ def build_native(
     progress(f"{plan.label}: llama.cpp {plan.tree.name} ({plan.tree.commit12}) in {plan.bdir}")
     plan.ccache_log.unlink(missing_ok=True)
     with staged_source(plan.tree.root, default_cache_dir(), plan.key, plan.label, wrapper_dir()):
-        staged, record = (
-            staged_wrapper_dir(default_cache_dir(), plan.key),
-            plan.bdir / WRAPPER_RECORD,
-        )
-        mark_changed(staged, record)
+        record = plan.bdir / WRAPPER_RECORD
+        wrapper_digest = mark_changed(staged_wrapper_dir(default_cache_dir(), plan.key), record)
         configure = _configure_command(plan)
         env = plan.environment()
         mtp = _configure_and_compile(plan, configure, env)
         libraries = _install(plan, mtp, env)
-        record_contents(staged, record)
+        record_contents(record, wrapper_digest)
     api_record = _api_module_record(plan, mtp, libraries)
     info = _record(plan, configure, mtp, api_record, libraries)
     progress(

@@ -101,22 +101,25 @@ def folder_digest(folder: Path) -> str:
     return h.hexdigest()
 
 
-def mark_changed(folder: Path, record: Path) -> None:
+def mark_changed(folder: Path, record: Path) -> str:
     """Give ``folder``'s files the time now when their contents are not those ``record`` holds
-    (written by :func:`record_contents` after the last build that used them): a checkout's files
+    (written after the last build that used them, :func:`record_contents`): a checkout's files
     keep their own times when staged, and a file older than the objects a build folder made from
     another checkout's version would look up to date to Ninja. Unchanged files keep their times,
-    so an unchanged project is not configured again."""
-    if record.is_file() and record.read_text(encoding="utf-8").strip() == folder_digest(folder):
-        return
+    so an unchanged project is not configured again. Returns the contents' digest."""
+    digest = folder_digest(folder)
+    if record.is_file() and record.read_text(encoding="utf-8").strip() == digest:
+        return digest
     for path in folder.rglob("*"):
         if path.is_file():
             os.utime(path)
+    return digest
 
 
-def record_contents(folder: Path, record: Path) -> None:
+def record_contents(record: Path, digest: str) -> None:
+    """``digest`` (:func:`mark_changed`'s) as the contents a build folder last built with."""
     record.parent.mkdir(parents=True, exist_ok=True)
-    record.write_text(folder_digest(folder) + "\n", encoding="utf-8")
+    record.write_text(digest + "\n", encoding="utf-8")
 
 
 def _remove(dest: Path) -> None:

@@ -210,9 +210,9 @@ def test_staged_wrapper_files_of_other_contents_are_newer_than_any_object(tmp_pa
     source = staged / "llama_mtp.cpp"
     source.write_text("int a;\n")
     os.utime(source, (1_000_000, 1_000_000))
-    mark_changed(staged, record)  # no record yet: a first build
+    digest = mark_changed(staged, record)  # no record yet: a first build
     assert source.stat().st_mtime > 1_000_000
-    record_contents(staged, record)
+    record_contents(record, digest)
     os.utime(source, (1_000_000, 1_000_000))
     mark_changed(staged, record)  # the same contents (another checkout's copy, older)
     assert source.stat().st_mtime == 1_000_000
