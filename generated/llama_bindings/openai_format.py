@@ -72,10 +72,12 @@ from .runtime import (
     ChatDelta,
     ChatMessage,
     ChatMessages,
+    ChatOptions,
     ChatResult,
     ChatStream,
     Context,
     FinishReason,
+    GenerateOptions,
     GenerationResult,
     Model,
     Sampling,
@@ -549,22 +551,6 @@ def create_completion(
     return _completion_chunks(ctx, pieces, request, top, _text_of(ctx, prompt), echo)
 
 
-def _messages(
-    messages: Sequence[ChatMessage | Mapping[str, Any]],
-) -> list[ChatMessage | Mapping[str, Any]]:
-    """Messages as the runtime takes them (OpenAI's mappings, content as text or parts with
-    images and audio, an assistant's ``tool_calls``, a tool's reply): each needs a ``role``."""
-    found: list[ChatMessage | Mapping[str, Any]] = []
-    for message in messages:
-        if isinstance(message, ChatMessage):
-            found.append(message)
-            continue
-        if not isinstance(message, Mapping) or "role" not in message:
-            raise ValueError(f"a chat message is a mapping with a 'role', got {message!r}")
-        found.append(message)
-    return found
-
-
 def _chat_top(options: ChatCompletionOptions) -> int | None:
     """The runtime's ``logprobs=``: ``top_logprobs`` (0 when not given) if ``logprobs``."""
     top = options.get("top_logprobs")
@@ -586,10 +572,10 @@ def _chat_options(request: _Request, options: ChatCompletionOptions) -> dict[str
     return generate
 
 
-_CHAT_ONLY: Final = (
-    "template", "tools", "tool_choice", "parallel_tool_calls", "response_format", "reasoning",
-    "reasoning_format", "chat_template_kwargs",
-)  # fmt: skip
+# the options Context.chat takes beyond Context.generate's, passed on as they are
+_CHAT_ONLY: Final = tuple(
+    sorted(set(ChatOptions.__annotations__) - set(GenerateOptions.__annotations__))
+)
 
 
 def _call_id(given: str) -> str:
@@ -762,8 +748,7 @@ def create_chat_completion(
     _check_names(options, ChatCompletionOptions, "create_chat_completion")
     request = _request(ctx, "chatcmpl", options, _CHAT_DEFAULTS)
     generate = _chat_options(request, options)
-    chat = _messages(messages)
-    if not stream:
-        return _chat_completion(ctx, chat, request, generate)
-    pieces = ctx.stream_chat(chat, **generate)
+    if not stream:  # the messages are checked by Context.chat
+        return _chat_completion(ctx, messages, request, generate)
+    pieces = ctx.stream_chat(messages, **generate)
     return _chat_chunks(ctx, pieces, request, "logprobs" in generate)

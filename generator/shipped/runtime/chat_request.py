@@ -209,6 +209,7 @@ def render(
             ": pass template=, a Jinja text or a name such as 'chatml'"
         )
     asked = [name for name in LAYER_ONLY if options.get(name) is not None]
+    marker = model.projector.marker if model.projector is not None else DEFAULT_MARKER
     if template is not None and not is_jinja(template):
         if asked:
             raise LlamaUnsupportedError(
@@ -216,7 +217,7 @@ def render(
                 f"builtin format ({template!r}) instead: give the template's Jinja text, or none "
                 "for the model's own"
             )
-        return _builtin(model, sidecar, messages, template, rest)
+        return _builtin(model, sidecar, messages, marker, template, rest)
     try:
         templates = model.chat_templates(template)
     except LlamaUnsupportedError as exc:
@@ -225,19 +226,19 @@ def render(
                 f"{', '.join(asked)}: these need llama.cpp's chat layer, which these libraries "
                 f"lack ({exc})"
             ) from None
-        return _builtin(model, sidecar, messages, template, rest)
+        return _builtin(model, sidecar, messages, marker, template, rest)
     with templates:
-        return _through_layer(model, sidecar, templates, messages, chat, rest)
+        return _through_layer(model, sidecar, templates, messages, marker, chat, rest)
 
 
 def _builtin(
     model: Model,
     sidecar: Sidecar | None,
     messages: ChatMessages,
+    marker: str,
     template: str | None,
     rest: GenerateOptions,
 ) -> ChatRequest:
-    marker = model.projector.marker if model.projector is not None else DEFAULT_MARKER
     flat, media = chat_media(messages, marker)
     text = model.apply_chat_template(flat, template=template)
     return ChatRequest(_tokens(model, sidecar, text, media), rest, frozenset(), None)
@@ -257,10 +258,10 @@ def _through_layer(
     sidecar: Sidecar | None,
     templates: ChatTemplates,
     messages: ChatMessages,
+    marker: str,
     chat: Mapping[str, Any],
     rest: GenerateOptions,
 ) -> ChatRequest:
-    marker = model.projector.marker if model.projector is not None else DEFAULT_MARKER
     wire, media = layer_messages(messages, marker)
     request: dict[str, Any] = {"messages": wire, **layer_request(chat, rest)}
     if request.get("tools"):
