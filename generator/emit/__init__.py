@@ -335,6 +335,7 @@ SHIPPED = (
     "runtime/results.py",
     "runtime/sampling.py",
     "runtime/session.py",
+    "runtime/slots.py",
     "runtime/speculative.py",
     "runtime/state.py",
     "verified_files.py",

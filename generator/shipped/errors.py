@@ -40,6 +40,11 @@ class LlamaMediaError(LlamaRuntimeError, ValueError):
     malformed, or libmtmd cannot preprocess it."""
 
 
+class LlamaQueueFullError(LlamaRuntimeError):
+    """Every slot of a context's :class:`Slots` is busy and as many requests as it lets wait
+    are waiting: try again later (a server answers 503)."""
+
+
 class LlamaSchemaError(LlamaRuntimeError, ValueError):
     """A JSON schema that is invalid, or that llama.cpp cannot turn into a grammar (its message
     says why)."""

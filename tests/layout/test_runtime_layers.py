@@ -23,6 +23,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("session",),
     ("embeddings", "generation", "state"),
     ("chat_request", "decoding"),
+    ("slots",),
     ("context",),
     ("__init__",),
 )

@@ -57,6 +57,7 @@ from ..errors import LlamaChatParseError as LlamaChatParseError
 from ..errors import LlamaClosedError as LlamaClosedError
 from ..errors import LlamaLoadError as LlamaLoadError
 from ..errors import LlamaMediaError as LlamaMediaError
+from ..errors import LlamaQueueFullError as LlamaQueueFullError
 from ..errors import LlamaRpcError as LlamaRpcError
 from ..errors import LlamaRpcHandshakeError as LlamaRpcHandshakeError
 from ..errors import LlamaRpcUnreachableError as LlamaRpcUnreachableError
@@ -122,6 +123,8 @@ from .results import Stream as Stream
 from .results import TokenCallback as TokenCallback
 from .sampling import Grammar as Grammar
 from .sampling import Sampling as Sampling
+from .slots import Slots as Slots
+from .slots import SlotStats as SlotStats
 from .speculative import SpeculativeDecoding as SpeculativeDecoding
 from .speculative import Strategy as Strategy
 from .speculative import strategy_support as strategy_support

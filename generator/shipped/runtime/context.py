@@ -38,6 +38,7 @@ from .llama_log import LLAMA_LOG
 from .model import Model
 from .results import LOGGER, ChatMessages, GenerationResult, Stream
 from .session import NativeSession
+from .slots import Slots
 from .speculative import Sidecar, SpeculativeDecoding, mtp_wrapper
 from .state import load_context_state, save_context_state, state_identity
 
@@ -513,15 +514,41 @@ class Context:
             raise
         return ChatStream(self._steps(plan), request)
 
-    def _plan(self, prompt: str | Sequence[int] | MediaPrompt, options: GenerateOptions) -> Plan:
-        """Everything checked before anything reaches llama.cpp (see :func:`plan_request`)."""
+    def slots(self, *, max_waiting: int = 64) -> Slots:
+        """This context's ``n_seq_max`` sequences as :class:`Slots` that many threads submit
+        requests to at once (continuous batching; each slot keeps its prefix, and speculates on
+        its own with this context's speculative decoding); the context is busy with them until
+        they are closed. ``max_waiting``: requests that may wait for a slot."""
+        if self._busy:
+            raise LlamaRuntimeError("the context is generating already (a stream is open)")
+        self._busy = True
+        try:
+            return Slots(
+                self.model, self.n_ctx, self._session, self._sidecar, self._plan_free,
+                self._set_free, max_waiting=max_waiting,
+            )  # fmt: skip
+        except BaseException:
+            self._busy = False
+            raise
+
+    def _plan_free(
+        self, prompt: str | Sequence[int] | MediaPrompt, options: GenerateOptions
+    ) -> Plan:
+        """:meth:`_plan` whether or not the context is busy (its slots hold it busy)."""
         if self._embeddings:
             raise LlamaUnsupportedError(
                 "this context was created with embeddings=True, for embed(): create another "
                 "Context on the model to generate"
             )
         adapters = self._used_adapters()
-        plan = plan_request(self.model, self._session, self._sidecar, adapters, prompt, options)
+        return plan_request(self.model, self._session, self._sidecar, adapters, prompt, options)
+
+    def _set_free(self) -> None:
+        self._busy = False
+
+    def _plan(self, prompt: str | Sequence[int] | MediaPrompt, options: GenerateOptions) -> Plan:
+        """Everything checked before anything reaches llama.cpp (see :func:`plan_request`)."""
+        plan = self._plan_free(prompt, options)
         if self._busy:
             raise LlamaRuntimeError("the context is generating already (a stream is open)")
         return plan

@@ -97,12 +97,23 @@ def run_steps(
 def run_batch(
     model: Model, n_ctx: int, session: NativeSession, sidecar: Sidecar | None, plans: list[Plan]
 ) -> list[GenerationResult]:
-    """:meth:`Context.generate_batch` of checked ``plans``, sequence ``i`` for plan ``i``."""
-    with running(session, plans[0].cancel):  # the same options for each sequence
-        if sidecar is not None:
-            results = speculate_sequences(model, n_ctx, session, sidecar, plans, session.room)
-        else:
-            results = generate_sequences(model, n_ctx, session, plans, session.room)
+    """:meth:`Context.generate_batch` of checked ``plans``, sequence ``i`` for plan ``i``: every
+    prompt first, then steps until every sequence ends. After an error nothing of them is
+    trusted, and they are emptied."""
+    scheduler = SequenceScheduler(model, n_ctx, session, sidecar)
+    done = False
+    try:
+        with running(session, plans[0].cancel):  # the same options for each sequence
+            jobs = [scheduler.admit(seq, plan) for seq, plan in enumerate(plans)]
+            while scheduler.jobs:
+                scheduler.step()
+        done = True
+    finally:
+        scheduler.close()
+        if not done:
+            for seq in range(len(plans)):
+                session.clear(sidecar, seq)
+    results = [cast(GenerationResult, job.result) for job in jobs]
     for i, result in enumerate(results):
         log_metrics(result, f"sequence {i} of a batch")
     return results
@@ -277,100 +288,6 @@ def _record(run: Run, counts: SidecarCounts) -> None:
     )  # fmt: skip
 
 
-def speculate_sequences(
-    model: Model,
-    n_ctx: int,
-    session: NativeSession,
-    sidecar: Sidecar,
-    plans: list[Plan],
-    room: int,
-) -> list[GenerationResult]:
-    """:meth:`Context.generate_batch` with speculative decoding: each prompt but its last token
-    into its own sequence (mirrored into the sidecar; what the sequence holds of it kept when its
-    plan reuses prefixes), then one step per sequence in turn; each run's counters are the
-    sidecar's differences around its own steps. Each sequence keeps what it holds afterwards."""
-    runs = [
-        Run(model, p.stop, None, p.cancel, p.max_tokens, p.logprobs, p.preserved) for p in plans
-    ]
-    samplers: list[Any] = []
-    llama = session.llama
-    batch = llama.llama_batch_init(int(llama.llama_n_batch(session.handle)), 0, 1)
-    totals: dict[int, SidecarCounts | None] = {}
-    done = False
-    try:
-        samplers += [_sampler(model, n_ctx, plan) for plan in plans]
-        going: dict[int, tuple[int, int]] = {}  # sequence -> (id_last, n_past)
-        for seq, (plan, run) in enumerate(zip(plans, runs, strict=True)):
-            head = plan.tokens[:-1]
-            run.reused, run.reuse = session.reuse(
-                plan.tokens, len(head), plan.reuse_prefix, sidecar, seq
-            )
-            row = session.decode_prompt(
-                batch, head, run.reused, run.cancelled, seq=seq, mirror=sidecar.process
-            )
-            if row is None:
-                continue
-            session.checkpoint(sidecar, seq)
-            sidecar.begin(head, seq)
-            run.prompt_done()
-            going[seq] = (plan.tokens[-1], len(head))
-        steppers = [_Stepper(session, sidecar, i, samplers[i], runs[i]) for i in range(len(runs))]
-        totals.update((seq, None) for seq in going)
-        _take_turns(session, sidecar, steppers, going, room, totals)
-        seeds = [int(llama.llama_sampler_get_seed(sampler)) for sampler in samplers]
-        done = True
-    finally:
-        _settle(session, sidecar, len(plans), done)
-        llama.llama_batch_free(batch)
-        for sampler in samplers:
-            llama.llama_sampler_free(sampler)
-    for seq, run in enumerate(runs):
-        counts = totals.get(seq)
-        if counts is not None:
-            _record(run, counts)
-        run.end_text()
-    return [
-        run.result(True, len(plan.tokens), seed)
-        for run, plan, seed in zip(runs, plans, seeds, strict=True)
-    ]
-
-
-def _take_turns(
-    session: NativeSession,
-    sidecar: Sidecar,
-    steppers: list[_Stepper],
-    going: dict[int, tuple[int, int]],
-    room: int,
-    totals: dict[int, SidecarCounts | None],
-) -> None:
-    """A step of every sequence still going, in turn, until none is; ``totals`` gets each
-    sequence's counters."""
-    while going:
-        for seq, (id_last, n_past) in list(going.items()):
-            step = steppers[seq]
-            before = sidecar.counts()
-            got = step(id_last, n_past, room)
-            counted = sidecar.counts().since(before)
-            earlier = totals[seq]
-            totals[seq] = counted if earlier is None else earlier.plus(counted)
-            if got is not None:
-                _held(session, seq, id_last, got)
-            if got is None or not _emit_all(step.run, session, got):
-                del going[seq]
-            else:
-                going[seq] = (got[-1], n_past + len(got))
-
-
-def _settle(session: NativeSession, sidecar: Sidecar | None, n_seq: int, done: bool) -> None:
-    """After a batch: each of its sequences keeps what it holds, with a checkpoint where it
-    ends; after an error nothing of them is trusted, and they are emptied."""
-    for seq in range(n_seq):
-        if done:
-            session.checkpoint(sidecar, seq)
-        else:
-            session.clear(sidecar, seq)
-
-
 def _emit_all(run: Run, session: NativeSession, got: list[int]) -> bool:
     """Record a step's tokens (with their rows' log-probabilities); False when the run ends."""
     return all(run.emit(t, session.logprob(run.top_logprobs, t, i)) for i, t in enumerate(got))
@@ -378,60 +295,6 @@ def _emit_all(run: Run, session: NativeSession, got: list[int]) -> bool:
 
 def _sampler(model: Model, n_ctx: int, plan: Plan) -> Any:
     return build_sampler(model, n_ctx, cast(Sampling, plan.sampling), plan.grammar)
-
-
-def generate_sequences(
-    model: Model, n_ctx: int, session: NativeSession, plans: list[Plan], room: int
-) -> list[GenerationResult]:
-    """:meth:`Context.generate_batch`: the prompts, each its own sequence (what the sequence holds
-    of it kept when its plan reuses prefixes), then one batch per step with the next token of
-    every sequence still going (``room``: cells per sequence). Each sequence keeps what it holds
-    afterwards."""
-    runs = [
-        Run(model, p.stop, None, p.cancel, p.max_tokens, p.logprobs, p.preserved) for p in plans
-    ]
-    samplers: list[Any] = []
-    llama = session.llama
-    n_batch = int(llama.llama_n_batch(session.handle))
-    batch = llama.llama_batch_init(max(n_batch, len(plans)), 0, 1)
-    done = False
-    try:
-        for plan in plans:
-            samplers.append(_sampler(model, n_ctx, plan))
-        going: dict[int, tuple[int, int]] = {}  # sequence -> (next token to decode, its pos)
-        for seq, plan in enumerate(plans):
-            run = runs[seq]
-            run.reused, run.reuse = session.reuse(
-                plan.tokens, len(plan.tokens) - 1, plan.reuse_prefix, None, seq
-            )
-            row = session.decode_prompt(batch, plan.tokens, run.reused, run.cancelled, seq=seq)
-            if row is None:
-                continue
-            session.checkpoint(None, seq)
-            run.prompt_done()
-            if _take(session, run, samplers[seq], row, len(plan.tokens), room):
-                going[seq] = (run.tokens[-1], len(plan.tokens))
-        while going:
-            _decode_step(session, batch, going)
-            for row, (seq, (token, pos)) in enumerate(list(going.items())):
-                session.sequences[seq].tokens.append(token)
-                if _take(session, runs[seq], samplers[seq], row, pos + 1, room):
-                    going[seq] = (runs[seq].tokens[-1], pos + 1)
-                else:
-                    del going[seq]
-        seeds = [int(llama.llama_sampler_get_seed(sampler)) for sampler in samplers]
-        done = True
-    finally:
-        _settle(session, None, len(plans), done)
-        llama.llama_batch_free(batch)
-        for sampler in samplers:
-            llama.llama_sampler_free(sampler)
-    for run in runs:
-        run.end_text()
-    return [
-        run.result(False, len(plan.tokens), seed)
-        for run, plan, seed in zip(runs, plans, seeds, strict=True)
-    ]
 
 
 def _decode_step(session: NativeSession, batch: Any, going: dict[int, tuple[int, int]]) -> None:
@@ -465,3 +328,161 @@ def _take(
         run.finish(FinishReason.CONTEXT_FULL)
         return False
     return True
+
+
+class Job:
+    """One generation in a sequence of a :class:`SequenceScheduler`: its plan, its run and its
+    sampler; ``going`` (while it runs): the token to decode next (plain) or the step's
+    ``id_last`` (speculative), and its position; ``result`` once it ends."""
+
+    def __init__(self, seq: int, plan: Plan, run: Run, sampler: Any) -> None:
+        self.seq, self.plan, self.run, self.sampler = seq, plan, run, sampler
+        self.going: tuple[int, int] | None = None
+        self.stepper: _Stepper | None = None
+        self.totals: SidecarCounts | None = None
+        self.result: GenerationResult | None = None
+
+
+class SequenceScheduler:
+    """Generations in the sequences of one context that start and end at any step (continuous
+    batching): :meth:`admit` decodes a prompt into a free sequence (its common prefix with what
+    the sequence holds kept when its plan reuses prefixes); :meth:`step` advances every
+    generation going by one step: plain, one batch with the next token of each; speculative,
+    one ``llama_mtp_step`` per sequence in turn, each counting its own drafts. A generation that
+    ends keeps what its sequence holds, with a checkpoint where it ends."""
+
+    def __init__(
+        self, model: Model, n_ctx: int, session: NativeSession, sidecar: Sidecar | None
+    ) -> None:
+        self.model, self.n_ctx, self.session, self.sidecar = model, n_ctx, session, sidecar
+        llama = session.llama
+        n_batch = int(llama.llama_n_batch(session.handle))
+        self.batch = llama.llama_batch_init(max(n_batch, len(session.sequences)), 0, 1)
+        self.jobs: dict[int, Job] = {}  # sequence -> its generation, while it runs
+
+    def admit(self, seq: int, plan: Plan) -> Job:
+        """Start ``plan`` in sequence ``seq`` (free): its prompt decoded now (and, plain, its
+        first token sampled). A prompt that fails leaves its sequence empty."""
+        if seq in self.jobs:
+            raise LlamaRuntimeError(f"sequence {seq} is generating already")
+        run = Run(self.model, plan.stop, None, plan.cancel, plan.max_tokens, plan.logprobs,
+                  plan.preserved)  # fmt: skip
+        job = Job(seq, plan, run, _sampler(self.model, self.n_ctx, plan))
+        self.jobs[seq] = job
+        try:
+            if self.sidecar is None:
+                self._admit_plain(job)
+            else:
+                self._admit_speculative(job, self.sidecar)
+        except BaseException:
+            self.drop(job)
+            raise
+        if job.going is None:
+            self._finish(job)
+        return job
+
+    def _admit_plain(self, job: Job) -> None:
+        session, run, tokens = self.session, job.run, job.plan.tokens
+        run.reused, run.reuse = session.reuse(
+            tokens, len(tokens) - 1, job.plan.reuse_prefix, None, job.seq
+        )
+        row = session.decode_prompt(self.batch, tokens, run.reused, run.cancelled, seq=job.seq)
+        if row is None:
+            return
+        session.checkpoint(None, job.seq)
+        run.prompt_done()
+        if _take(session, run, job.sampler, row, len(tokens), session.room):
+            job.going = (run.tokens[-1], len(tokens))
+
+    def _admit_speculative(self, job: Job, sidecar: Sidecar) -> None:
+        """The prompt but its last token into the sequence, mirrored into the sidecar."""
+        session, run, tokens = self.session, job.run, job.plan.tokens
+        head = tokens[:-1]
+        run.reused, run.reuse = session.reuse(
+            tokens, len(head), job.plan.reuse_prefix, sidecar, job.seq
+        )
+        row = session.decode_prompt(
+            self.batch, head, run.reused, run.cancelled, seq=job.seq, mirror=sidecar.process
+        )
+        if row is None:
+            return
+        session.checkpoint(sidecar, job.seq)
+        sidecar.begin(head, job.seq)
+        run.prompt_done()
+        job.stepper = _Stepper(session, sidecar, job.seq, job.sampler, run)
+        job.going = (tokens[-1], len(head))
+
+    def step(self) -> list[Job]:
+        """One step of every generation going (one cancelled since is ended first); the
+        generations that ended in it, each with its result."""
+        going = [job for job in self.jobs.values() if job.going is not None]
+        for job in going:
+            if job.run.cancelled():
+                job.going = None
+        running_now = [job for job in going if job.going is not None]
+        if running_now:
+            if self.sidecar is None:
+                self._step_plain(running_now)
+            else:
+                self._step_speculative(running_now, self.sidecar)
+        for job in going:
+            if job.going is None:
+                self._finish(job)
+        return [job for job in going if job.result is not None]
+
+    def _step_plain(self, jobs: list[Job]) -> None:
+        session = self.session
+        nexts = {job.seq: cast(tuple[int, int], job.going) for job in jobs}
+        _decode_step(session, self.batch, nexts)
+        for row, job in enumerate(jobs):
+            token, pos = cast(tuple[int, int], job.going)
+            session.sequences[job.seq].tokens.append(token)
+            if _take(session, job.run, job.sampler, row, pos + 1, session.room):
+                job.going = (job.run.tokens[-1], pos + 1)
+            else:
+                job.going = None
+
+    def _step_speculative(self, jobs: list[Job], sidecar: Sidecar) -> None:
+        session = self.session
+        for job in jobs:
+            id_last, n_past = cast(tuple[int, int], job.going)
+            before = sidecar.counts()
+            got = cast(_Stepper, job.stepper)(id_last, n_past, session.room)
+            counted = sidecar.counts().since(before)
+            job.totals = counted if job.totals is None else job.totals.plus(counted)
+            if got is not None:
+                _held(session, job.seq, id_last, got)
+            if got is None or not _emit_all(job.run, session, got):
+                job.going = None
+            else:
+                job.going = (got[-1], n_past + len(got))
+
+    def _finish(self, job: Job) -> None:
+        """An ended generation's result; its sequence keeps what it holds."""
+        del self.jobs[job.seq]
+        llama = self.session.llama
+        try:
+            seed = int(llama.llama_sampler_get_seed(job.sampler))
+        finally:
+            llama.llama_sampler_free(job.sampler)
+        self.session.checkpoint(self.sidecar, job.seq)
+        if job.totals is not None:
+            _record(job.run, job.totals)
+        job.run.end_text()
+        job.result = job.run.result(self.sidecar is not None, len(job.plan.tokens), seed)
+
+    def drop(self, job: Job) -> None:
+        """End ``job`` without a result (after an error): its sampler freed, its sequence
+        emptied (nothing of it is trusted)."""
+        if self.jobs.get(job.seq) is job:
+            del self.jobs[job.seq]
+            self.session.llama.llama_sampler_free(job.sampler)
+        self.session.clear(self.sidecar, job.seq)
+
+    def close(self) -> None:
+        """Every generation still going dropped, the batch freed."""
+        try:
+            for job in list(self.jobs.values()):
+                self.drop(job)
+        finally:
+            self.session.llama.llama_batch_free(self.batch)

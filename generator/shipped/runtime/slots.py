@@ -1,0 +1,353 @@
+"""A context's sequences as slots that many requests share (:meth:`Context.slots`).
+
+One thread of its own owns the context and runs a :class:`SequenceScheduler`: a request waits
+in a bounded queue until a slot is free, joins at the next step (continuous batching: the others
+do not wait for it to finish, nor it for them), and leaves when it ends, freeing its slot. A
+request goes to the free slot whose held tokens share the longest prefix with its prompt (ties:
+the slot used longest ago), and that prefix is kept (each slot keeps what its last request left).
+With speculative decoding each slot drafts and verifies on its own, in turn, so its acceptance is
+what it would be alone.
+
+Requests are checked (and chats rendered) in the calling thread, so a bad request raises there;
+the calling threads read their replies as :class:`Stream` s or :class:`ChatStream` s, and closing
+one (a client that left) ends its generation at the next step.
+"""
+
+from __future__ import annotations
+
+import itertools
+import queue
+import threading
+from collections import deque
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Final, Unpack
+
+from ..errors import LlamaClosedError, LlamaQueueFullError, LlamaRuntimeError
+from .chat_request import ChatOptions, ChatResult, ChatStream, render
+from .generation import GenerateOptions, Plan
+from .results import Cancellation, GenerationResult, Stream
+from .session import common_prefix
+
+if TYPE_CHECKING:
+    from .decoding import Job
+    from .media import MediaPrompt
+    from .model import Model
+    from .results import ChatMessages
+    from .session import NativeSession
+    from .speculative import Sidecar
+
+Planner = Callable[["str | Sequence[int] | MediaPrompt", GenerateOptions], Plan]
+
+DEFAULT_MAX_WAITING: Final = 64
+
+
+class _EitherCancellation(Cancellation):
+    """Cancelled when the request's own flag or the caller's :class:`Cancellation` is."""
+
+    def __init__(self, caller: Cancellation | None) -> None:
+        super().__init__()
+        self._caller = caller
+
+    @property
+    def cancelled(self) -> bool:
+        return super().cancelled or (self._caller is not None and self._caller.cancelled)
+
+
+@dataclass(frozen=True)
+class _Ended:
+    result: GenerationResult | None
+    error: BaseException | None
+
+
+@dataclass
+class _Ticket:
+    """A request from its submission to its end: the replies go through ``out``."""
+
+    plan: Plan
+    cancel: _EitherCancellation
+    out: queue.SimpleQueue[str | _Ended] = field(default_factory=queue.SimpleQueue)
+    slot: int | None = None
+
+
+@dataclass
+class SlotStats:
+    """What one slot has served: requests ended, prompt tokens (and how many it held already),
+    generated tokens, drafted and accepted tokens (speculative decoding)."""
+
+    slot: int
+    requests: int = 0
+    prompt_tokens: int = 0
+    reused_prompt_tokens: int = 0
+    generated_tokens: int = 0
+    drafted_tokens: int = 0
+    accepted_tokens: int = 0
+    busy: bool = False
+
+    @property
+    def acceptance_rate(self) -> float:
+        return self.accepted_tokens / self.drafted_tokens if self.drafted_tokens else 0.0
+
+    def add(self, result: GenerationResult) -> None:
+        metrics = result.metrics
+        self.requests += 1
+        self.prompt_tokens += metrics.prompt_tokens
+        self.reused_prompt_tokens += metrics.reused_prompt_tokens
+        self.generated_tokens += metrics.generated_tokens
+        self.drafted_tokens += metrics.drafted_tokens
+        self.accepted_tokens += metrics.accepted_tokens
+
+
+class Slots:
+    """The ``n_seq_max`` sequences of a context serving requests from many threads at once (see
+    the module's text); made by :meth:`Context.slots`, which the context is busy with until
+    :meth:`close`. ``max_waiting``: how many requests may wait for a slot (more:
+    :class:`LlamaQueueFullError`)."""
+
+    def __init__(
+        self,
+        model: Model,
+        n_ctx: int,
+        session: NativeSession,
+        sidecar: Sidecar | None,
+        planner: Planner,
+        release: Callable[[], None],
+        *,
+        max_waiting: int = DEFAULT_MAX_WAITING,
+    ) -> None:
+        if max_waiting < 0:
+            raise ValueError("max_waiting must be >= 0")
+        self.model, self._session, self._sidecar = model, session, sidecar
+        self._planner, self._release, self.max_waiting = planner, release, max_waiting
+        self.n_slots = len(session.sequences)
+        # the decode loops load with the first generation, not with the runtime
+        # (Context: see _steps)
+        from .decoding import SequenceScheduler, log_metrics
+
+        self._log_metrics = log_metrics
+        self._scheduler = SequenceScheduler(model, n_ctx, session, sidecar)
+        self._waiting: deque[_Ticket] = deque()
+        self._tickets: dict[int, _Ticket] = {}  # slot -> its request
+        self._last_used = dict.fromkeys(range(self.n_slots), 0)
+        self._clock = itertools.count(1)
+        self._stats = [SlotStats(slot) for slot in range(self.n_slots)]
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._plan_lock = threading.Lock()  # requests are planned one at a time
+        self._closing = False
+        self._thread = threading.Thread(target=self._serve, name="llama-slots", daemon=True)
+        self._thread.start()
+
+    # ---- submitting, from any thread ------------------------------------------------------
+
+    def stream(
+        self, prompt: str | Sequence[int] | MediaPrompt, **options: Unpack[GenerateOptions]
+    ) -> Stream:
+        """:meth:`Context.stream` in a slot: the prompt checked here, the stream's pieces as the
+        slot generates them (the slot runs whether or not they are read)."""
+        return Stream(self._pieces(self._submit(self._plan(prompt, options))))
+
+    def generate(
+        self, prompt: str | Sequence[int] | MediaPrompt, **options: Unpack[GenerateOptions]
+    ) -> GenerationResult:
+        """:meth:`Context.generate` in a slot (blocks until it ends)."""
+        stream = self.stream(prompt, **options)
+        for _ in stream:
+            pass
+        assert stream.result is not None
+        return stream.result
+
+    def stream_chat(self, messages: ChatMessages, **options: Unpack[ChatOptions]) -> ChatStream:
+        """:meth:`Context.stream_chat` in a slot (the chat rendered and checked here)."""
+        with self._plan_lock:
+            request = render(self.model, self._sidecar, messages, options)
+            try:
+                plan = request.plan(self._planner(request.prompt, request.options))
+            except BaseException:
+                request.close()
+                raise
+        try:
+            ticket = self._submit(plan)
+        except BaseException:
+            request.close()
+            raise
+        return ChatStream(self._pieces(ticket), request)
+
+    def chat(self, messages: ChatMessages, **options: Unpack[ChatOptions]) -> ChatResult:
+        """:meth:`Context.chat` in a slot (blocks until it ends)."""
+        stream = self.stream_chat(messages, **options)
+        for _ in stream:
+            pass
+        assert stream.result is not None
+        return stream.result
+
+    def _plan(self, prompt: str | Sequence[int] | MediaPrompt, options: GenerateOptions) -> Plan:
+        with self._plan_lock:
+            return self._planner(prompt, options)
+
+    def _submit(self, plan: Plan) -> _Ticket:
+        if plan.sampler is not None or plan.on_token is not None or plan.alora is not None:
+            raise LlamaRuntimeError(
+                "slots take no sampler=, on_token= or aLoRA (a slot's request is read as a stream)"
+            )
+        cancel = _EitherCancellation(plan.cancel)
+        ticket = _Ticket(_replace_cancel(plan, cancel), cancel)
+        with self._lock:
+            if self._closing:
+                raise LlamaClosedError("the slots are closed")
+            # a slot whose request was cancelled is free at the next step
+            free = self.n_slots - sum(not t.cancel.cancelled for t in self._tickets.values())
+            if len(self._waiting) >= self.max_waiting + free:
+                raise LlamaQueueFullError(
+                    f"all {self.n_slots} slots are busy and {len(self._waiting)} requests wait "
+                    f"(max_waiting={self.max_waiting})"
+                )
+            self._waiting.append(ticket)
+            self._wake.notify()
+        return ticket
+
+    @staticmethod
+    def _pieces(ticket: _Ticket) -> Generator[str, None, GenerationResult]:
+        """A request's replies as a generation's steps; closing it ends the request."""
+        try:
+            while True:
+                item = ticket.out.get()
+                if isinstance(item, _Ended):
+                    if item.error is not None:
+                        raise item.error
+                    assert item.result is not None
+                    return item.result
+                yield item
+        finally:
+            ticket.cancel.cancel()  # nothing when it had ended
+
+    # ---- what the slots hold --------------------------------------------------------------
+
+    @property
+    def waiting(self) -> int:
+        """Requests waiting for a slot."""
+        with self._lock:
+            return len(self._waiting)
+
+    @property
+    def busy(self) -> int:
+        """Slots generating."""
+        with self._lock:
+            return len(self._tickets)
+
+    def stats(self) -> list[SlotStats]:
+        """Each slot's totals (copies)."""
+        with self._lock:
+            return [
+                SlotStats(**{**s.__dict__, "busy": s.slot in self._tickets}) for s in self._stats
+            ]
+
+    def close(self, *, cancel: bool = True, timeout: float | None = None) -> None:
+        """Take no more requests; end the running and waiting ones (``cancel``, the default:
+        they end at the next step as cancelled; False: they run to their end), wait for the
+        thread (at most ``timeout`` seconds), and give the context back."""
+        with self._lock:
+            self._closing = True
+            if cancel:
+                for ticket in [*self._waiting, *self._tickets.values()]:
+                    ticket.cancel.cancel()
+            self._wake.notify()
+        self._thread.join(timeout)
+        if not self._thread.is_alive():
+            self._release()
+
+    def __enter__(self) -> Slots:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- the slots' thread ----------------------------------------------------------------
+
+    def _serve(self) -> None:
+        scheduler = self._scheduler
+        try:
+            while True:
+                with self._lock:
+                    while not self._waiting and not scheduler.jobs and not self._closing:
+                        self._wake.wait()
+                    if self._closing and not self._waiting and not scheduler.jobs:
+                        return
+                    admitted = self._assign()
+                for slot, ticket in admitted:
+                    self._admit(slot, ticket)
+                if scheduler.jobs:
+                    self._step()
+        finally:
+            scheduler.close()
+            with self._lock:
+                self._closing = True
+                left = [*self._waiting, *self._tickets.values()]
+                self._waiting.clear()
+                self._tickets.clear()
+            for ticket in left:  # only after an error in this thread itself
+                ticket.out.put(_Ended(None, LlamaClosedError("the slots' thread stopped")))
+
+    def _assign(self) -> list[tuple[int, _Ticket]]:
+        """Waiting requests given free slots (under the lock)."""
+        admitted = []
+        while self._waiting and len(self._tickets) < self.n_slots:
+            ticket = self._waiting.popleft()
+            free = [s for s in range(self.n_slots) if s not in self._tickets]
+            held = self._session.sequences
+            slot = max(
+                free,
+                key=lambda s: (
+                    common_prefix(held[s].tokens, ticket.plan.tokens),
+                    -self._last_used[s],
+                ),
+            )
+            self._last_used[slot] = next(self._clock)
+            ticket.slot = slot
+            self._tickets[slot] = ticket
+            admitted.append((slot, ticket))
+        return admitted
+
+    def _admit(self, slot: int, ticket: _Ticket) -> None:
+        try:
+            job = self._scheduler.admit(slot, ticket.plan)
+        except BaseException as exc:  # this request's prompt failed: the others go on
+            self._end(slot, _Ended(None, exc))
+            return
+        self._deliver(job)
+
+    def _step(self) -> None:
+        scheduler = self._scheduler
+        jobs = list(scheduler.jobs.values())
+        try:
+            scheduler.step()
+        except BaseException as exc:  # a step failed: nothing of its generations is trusted
+            for job in jobs:
+                if job.result is None:
+                    scheduler.drop(job)
+                    self._end(job.seq, _Ended(None, exc))
+                else:
+                    self._deliver(job)
+            return
+        for job in jobs:
+            self._deliver(job)
+
+    def _deliver(self, job: Job) -> None:
+        """A job's released text to its request; its end, once it has a result."""
+        ticket = self._tickets[job.seq]
+        for piece in job.run.take():
+            ticket.out.put(piece)
+        if job.result is not None:
+            self._log_metrics(job.result, f"slot {job.seq}")
+            with self._lock:
+                self._stats[job.seq].add(job.result)
+            self._end(job.seq, _Ended(job.result, None))
+
+    def _end(self, slot: int, ended: _Ended) -> None:
+        with self._lock:
+            ticket = self._tickets.pop(slot)
+        ticket.out.put(ended)
+
+
+def _replace_cancel(plan: Plan, cancel: Cancellation) -> Plan:
+    return replace(plan, cancel=cancel)

@@ -1,0 +1,166 @@
+"""A context's sequences as slots (``Context.slots``), on the synthetic models: requests from many
+threads at once, each equal to the same request alone, with plain decoding and every speculative
+mode; a request that joins while others run; the slot with the longest common prefix; a reader
+that leaves; a full queue; bad requests raised in the caller's thread. Every expected output is
+computed in the same test, by a context of one sequence."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.mtp.conftest import CHATML_JINJA
+from tests.mtp.test_speculation_composes import MODES, context_factory
+
+pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]
+
+PROMPTS = [[3, 4, 5], [10, 11], [20, 21, 22, 23], [3, 4, 9], [40, 41, 42, 40, 41], [7]]
+REPLY = 10
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_requests_from_threads_equal_each_alone(
+    runtime: Any, libs: Any, models: dict[str, Path], mode: str
+) -> None:
+    """Six requests from six threads into three slots (so some wait), each with log-
+    probabilities: every reply is that prompt's alone, and no slot accepts fewer drafts than the
+    same requests alone."""
+    with context_factory(runtime, libs, models, mode) as make:
+        ctx = make()
+        alone = [ctx.generate(p, max_tokens=REPLY, logprobs=2, reuse_prefix=False) for p in PROMPTS]
+    with context_factory(runtime, libs, models, mode, n_seq=3) as make:
+        with make().slots() as slots:
+            with ThreadPoolExecutor(len(PROMPTS)) as pool:
+                together = list(
+                    pool.map(lambda p: slots.generate(p, max_tokens=REPLY, logprobs=2), PROMPTS)
+                )
+            stats = slots.stats()
+    assert [r.tokens for r in together] == [r.tokens for r in alone]
+    assert [r.text for r in together] == [r.text for r in alone]
+    for ours, single in zip(together, alone, strict=True):
+        assert ours.logprobs is not None and single.logprobs is not None
+        for a, b in zip(ours.logprobs, single.logprobs, strict=True):
+            assert a.logprob == pytest.approx(b.logprob, abs=1e-4)
+        if mode != "none":
+            assert ours.metrics.mtp and ours.metrics.accepted_tokens >= 0
+    assert sum(s.requests for s in stats) == len(PROMPTS)
+    assert sum(s.generated_tokens for s in stats) == sum(len(r.tokens) for r in alone)
+    if mode != "none":
+        assert sum(s.accepted_tokens for s in stats) == sum(
+            r.metrics.accepted_tokens for r in together
+        )
+        assert sum(r.metrics.accepted_tokens for r in together) >= sum(
+            r.metrics.accepted_tokens for r in alone
+        )
+
+
+@pytest.mark.parametrize("mode", ["none", "draft-mtp"])
+def test_a_request_joins_while_another_runs(
+    runtime: Any, libs: Any, models: dict[str, Path], mode: str
+) -> None:
+    """A short request submitted after a long one has started ends first (it did not wait for
+    the long one), and both equal their replies alone."""
+    with context_factory(runtime, libs, models, mode) as make:
+        ctx = make()
+        long_alone = ctx.generate(PROMPTS[0], max_tokens=200, reuse_prefix=False)
+        short_alone = ctx.generate(PROMPTS[1], max_tokens=3, reuse_prefix=False)
+    assert len(long_alone.tokens) > 50
+    with context_factory(runtime, libs, models, mode, n_seq=2) as make:
+        with make().slots() as slots:
+            long_stream = slots.stream(PROMPTS[0], max_tokens=200)
+            first = next(long_stream)  # the long one runs
+            short = slots.generate(PROMPTS[1], max_tokens=3)
+            assert slots.busy == 1  # the long one still runs when the short one has ended
+            rest = "".join(long_stream)
+    assert first + rest == long_alone.text
+    assert long_stream.result is not None and long_stream.result.tokens == long_alone.tokens
+    assert short.tokens == short_alone.tokens
+
+
+def test_the_slot_with_the_longest_common_prefix(
+    runtime: Any, libs: Any, models: dict[str, Path]
+) -> None:
+    """Each slot keeps what its last request left, and a follow-up goes to the slot holding its
+    conversation: its prompt is reused there, and the reply equals a fresh context's."""
+    first_prompts = [[*range(10, 40)], [*range(50, 80)]]
+    with context_factory(runtime, libs, models, "none", n_seq=2) as make:
+        with make().slots() as slots:
+            firsts = [slots.generate(p, max_tokens=REPLY) for p in first_prompts]
+            follow = [*first_prompts[1], *firsts[1].tokens, 5, 6]
+            second = slots.generate(follow, max_tokens=REPLY)
+        fresh = make().generate(follow, max_tokens=REPLY)
+    assert second.tokens == fresh.tokens
+    # the slot holds the prompt and the reply but its last token (sampled, never decoded)
+    assert second.metrics.reused_prompt_tokens == len(first_prompts[1]) + len(firsts[1].tokens) - 1
+
+
+def test_a_reader_that_leaves_frees_its_slot(
+    runtime: Any, libs: Any, models: dict[str, Path]
+) -> None:
+    """Closing a stream ends its generation at the next step (cancelled); the slot then serves
+    the next request, whose reply equals a fresh context's."""
+    with context_factory(runtime, libs, models, "draft-mtp", n_seq=1) as make:
+        with make().slots() as slots:
+            stream = slots.stream(PROMPTS[0], max_tokens=200)
+            next(stream)
+            stream.close()
+            after = slots.generate(PROMPTS[2], max_tokens=REPLY)
+            stats = slots.stats()
+        fresh = make().generate(PROMPTS[2], max_tokens=REPLY)
+    assert after.tokens == fresh.tokens
+    assert stats[0].requests == 2
+    assert stats[0].generated_tokens < 200 + REPLY
+
+
+def test_a_full_queue_and_bad_requests(runtime: Any, libs: Any, models: dict[str, Path]) -> None:
+    """With the one slot busy and no room to wait, a request is LlamaQueueFullError; a bad
+    request raises in the caller's thread; the slots then still serve, and close refuses more."""
+    with context_factory(runtime, libs, models, "none", n_seq=1) as make:
+        ctx = make()
+        with ctx.slots(max_waiting=0) as slots:
+            stream = slots.stream(PROMPTS[0], max_tokens=400)
+            next(stream)
+            with pytest.raises(runtime.LlamaQueueFullError, match="max_waiting=0"):
+                slots.generate(PROMPTS[1], max_tokens=2)
+            with pytest.raises(ValueError, match="does not fit"):
+                slots.generate(list(range(3, 600)), max_tokens=2)
+            with pytest.raises(TypeError, match="unexpected generation option"):
+                slots.generate(PROMPTS[1], max_tokenz=2)
+            with pytest.raises(runtime.LlamaRuntimeError, match="generating already"):
+                ctx.generate(PROMPTS[1], max_tokens=2)
+            stream.close()
+            assert len(slots.generate(PROMPTS[1], max_tokens=2).tokens) == 2
+        with pytest.raises(runtime.LlamaClosedError):
+            slots.generate(PROMPTS[1], max_tokens=2)
+        assert len(ctx.generate(PROMPTS[1], max_tokens=2).tokens) == 2  # the context is free
+
+
+def test_chats_in_slots(runtime: Any, libs: Any, models: dict[str, Path]) -> None:
+    """Chats from threads, streamed as deltas, equal the same chats on a context alone."""
+    chats = [[{"role": "user", "content": text}] for text in ("hi", "a b c", "hello there")]
+    with context_factory(runtime, libs, models, "ngram-mod+draft-mtp") as make:
+        ctx = make()
+        alone = [
+            ctx.chat(m, template=CHATML_JINJA, max_tokens=REPLY, reuse_prefix=False) for m in chats
+        ]
+    with context_factory(runtime, libs, models, "ngram-mod+draft-mtp", n_seq=2) as make:
+        with make().slots() as slots:
+            results: list[Any] = [None] * len(chats)
+
+            def read(i: int) -> None:
+                stream = slots.stream_chat(chats[i], template=CHATML_JINJA, max_tokens=REPLY)
+                text = "".join(d.content or "" for d in stream)
+                assert stream.result is not None and text == stream.result.content
+                results[i] = stream.result
+
+            threads = [threading.Thread(target=read, args=(i,)) for i in range(len(chats))]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+    assert [r.tokens for r in results] == [r.tokens for r in alone]
+    assert [r.content for r in results] == [r.content for r in alone]
