@@ -15,7 +15,8 @@ those dicts runs unchanged::
             print(chunk["choices"][0]["delta"].get("content", ""), end="")
 
 Pure Python over the public runtime API (:meth:`Context.generate` / ``stream`` / ``chat`` /
-``stream_chat``). Choices:
+``stream_chat``); each function takes a :class:`Context` or its :class:`Slots` (what the server,
+:mod:`llama_bindings.server`, runs them on). Choices:
 
 * Finish reasons (:func:`finish_reason`): an end-of-generation token, a stop sequence and a
   :class:`Cancellation` give ``"stop"`` (a cancellation ends the generation on the caller's
@@ -81,6 +82,7 @@ from .runtime import (
     GenerationResult,
     Model,
     Sampling,
+    Slots,
     Stream,
     ToolCall,
 )
@@ -99,6 +101,7 @@ __all__ = [
 ]
 
 FinishReasonName = Literal["stop", "length", "tool_calls"]
+Target = Context | Slots  # what generates: a context, or its slots
 
 
 class CompletionLogprobs(TypedDict):
@@ -317,7 +320,7 @@ class _Request:
 
 
 def _request(
-    ctx: Context, prefix: str, options: Mapping[str, Any], defaults: Mapping[str, Any]
+    ctx: Target, prefix: str, options: Mapping[str, Any], defaults: Mapping[str, Any]
 ) -> _Request:
     merged = {**defaults, **options}
     sampling = Sampling(
@@ -433,7 +436,7 @@ def _piece_logprobs(piece: str) -> Sequence[TokenLogprob]:
     return tuple(getattr(piece, "logprobs", ()))
 
 
-def _text_of(ctx: Context, prompt: str | Sequence[int]) -> str:
+def _text_of(ctx: Target, prompt: str | Sequence[int]) -> str:
     return prompt if isinstance(prompt, str) else ctx.model.detokenize(prompt)
 
 
@@ -448,7 +451,11 @@ def _choice(
 
 
 def _completion(
-    ctx: Context, prompt: str | Sequence[int], request: _Request, top: int | None, echo: bool
+    ctx: Target,
+    prompt: str | Sequence[int],
+    request: _Request,
+    top: int | None,
+    echo: bool,
 ) -> Completion:
     options = dict(request.generate) if top is None else {**request.generate, "logprobs": top}
     result = ctx.generate(prompt, **options)
@@ -480,7 +487,12 @@ def _completion_chunk(request: _Request, choices: list[CompletionChoice]) -> Com
 
 
 def _completion_chunks(
-    ctx: Context, stream: Stream, request: _Request, top: int | None, prompt: str, echo: bool
+    ctx: Target,
+    stream: Stream,
+    request: _Request,
+    top: int | None,
+    prompt: str,
+    echo: bool,
 ) -> Generator[CompletionChunk, None, None]:
     """The chunks of a completion stream (``prompt``: the prompt's text)."""
     texts = _TokenTexts(ctx.model) if top is not None else None
@@ -505,7 +517,7 @@ def _completion_chunks(
 
 @overload
 def create_completion(
-    ctx: Context,
+    ctx: Target,
     prompt: str | Sequence[int],
     *,
     stream: Literal[False] = False,
@@ -513,7 +525,7 @@ def create_completion(
 ) -> Completion: ...
 @overload
 def create_completion(
-    ctx: Context,
+    ctx: Target,
     prompt: str | Sequence[int],
     *,
     stream: Literal[True],
@@ -521,10 +533,14 @@ def create_completion(
 ) -> Iterator[CompletionChunk]: ...
 @overload
 def create_completion(
-    ctx: Context, prompt: str | Sequence[int], *, stream: bool, **options: Unpack[CompletionOptions]
+    ctx: Target,
+    prompt: str | Sequence[int],
+    *,
+    stream: bool,
+    **options: Unpack[CompletionOptions],
 ) -> Completion | Iterator[CompletionChunk]: ...
 def create_completion(
-    ctx: Context,
+    ctx: Target,
     prompt: str | Sequence[int],
     *,
     stream: bool = False,
@@ -638,7 +654,7 @@ def _delta(delta: ChatDelta, ids: dict[int, str]) -> ChatCompletionDelta:
 
 
 def _chat_completion(
-    ctx: Context, messages: ChatMessages, request: _Request, generate: dict[str, Any]
+    ctx: Target, messages: ChatMessages, request: _Request, generate: dict[str, Any]
 ) -> ChatCompletion:
     result = ctx.chat(messages, **generate)
     logprobs = None
@@ -685,7 +701,7 @@ def _chat_chunk(
 
 
 def _chat_chunks(
-    ctx: Context, stream: ChatStream, request: _Request, logprobs: bool
+    ctx: Target, stream: ChatStream, request: _Request, logprobs: bool
 ) -> Generator[ChatCompletionChunk, None, None]:
     texts = _TokenTexts(ctx.model) if logprobs else None
     with stream:
@@ -710,7 +726,7 @@ def _chat_chunks(
 
 @overload
 def create_chat_completion(
-    ctx: Context,
+    ctx: Target,
     messages: Sequence[ChatMessage | Mapping[str, Any]],
     *,
     stream: Literal[False] = False,
@@ -718,7 +734,7 @@ def create_chat_completion(
 ) -> ChatCompletion: ...
 @overload
 def create_chat_completion(
-    ctx: Context,
+    ctx: Target,
     messages: Sequence[ChatMessage | Mapping[str, Any]],
     *,
     stream: Literal[True],
@@ -726,14 +742,14 @@ def create_chat_completion(
 ) -> Iterator[ChatCompletionChunk]: ...
 @overload
 def create_chat_completion(
-    ctx: Context,
+    ctx: Target,
     messages: Sequence[ChatMessage | Mapping[str, Any]],
     *,
     stream: bool,
     **options: Unpack[ChatCompletionOptions],
 ) -> ChatCompletion | Iterator[ChatCompletionChunk]: ...
 def create_chat_completion(
-    ctx: Context,
+    ctx: Target,
     messages: Sequence[ChatMessage | Mapping[str, Any]],
     *,
     stream: bool = False,

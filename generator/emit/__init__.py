@@ -338,6 +338,13 @@ SHIPPED = (
     "runtime/slots.py",
     "runtime/speculative.py",
     "runtime/state.py",
+    "server/__init__.py",
+    "server/app.py",
+    "server/cli.py",
+    "server/config.py",
+    "server/metrics.py",
+    "server/requests.py",
+    "server/served.py",
     "verified_files.py",
 )
 

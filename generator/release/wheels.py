@@ -70,6 +70,14 @@ WHEEL_NAME = "llama-bindings"
 PACKAGE = PACKAGE_NAME
 REQUIRES_PYTHON = ">={}.{}".format(*PYTHON_FLOOR)
 DEPENDENCIES = ("cffi>=1.16",)
+# `pip install 'llama-bindings[server]'`: what llama_bindings.server imports (pyproject.toml's
+# `server` extra lists the same)
+SERVER_DEPENDENCIES = (
+    "starlette>=0.40",
+    "uvicorn>=0.30",
+    "sse-starlette>=2.1",
+    "prometheus-client>=0.20",
+)
 # The compiled API-mode module is a stable-ABI extension: CPython PYTHON_FLOOR and on.
 API_PYTHON_TAG = "cp{}{}-abi3".format(*PYTHON_FLOOR)
 PLAIN_PYTHON_TAG = "py3-none"
@@ -206,11 +214,12 @@ def _stage(build: NativeBuild, package: Path, tag: str, root: Path) -> dict[str,
         "name": name, "version": version, "tag": tag, "commit": build.info.get("commit", ""),
         "backend": build.backend, "platform": build.platform, "generator_version": __version__,
         "requires_python": REQUIRES_PYTHON, "dependencies": dependencies,
+        "extras": {"server": SERVER_DEPENDENCIES},
     }  # fmt: skip
     (dist_info / "METADATA").write_text(render("release/wheel_metadata.j2", **context), "utf-8")
     wheel = render("release/wheel_WHEEL.j2", generator_version=__version__, tag=wheel_tag)
     (dist_info / "WHEEL").write_text(wheel, encoding="utf-8")
-    # the console script: `llama-bindings rpc-server` (llama_bindings/__main__.py)
+    # the console script: `llama-bindings serve | rpc-server` (llama_bindings/__main__.py)
     entry_points = render("release/wheel_entry_points.j2")
     (dist_info / "entry_points.txt").write_text(entry_points, encoding="utf-8")
     built = {f"lib/{n}": p.relative_to(build.folder).as_posix() for n, p in libraries.items()}

@@ -1,12 +1,13 @@
 """``python -m llama_bindings COMMAND`` (``llama-bindings COMMAND`` from a wheel). Commands:
-``rpc-server`` (:mod:`llama_bindings.rpc_worker`)."""
+``serve`` (:mod:`llama_bindings.server`, the OpenAI-compatible server) and ``rpc-server``
+(:mod:`llama_bindings.rpc_worker`)."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
 
-USAGE = "usage: python -m llama_bindings rpc-server [--help | options]"
+USAGE = "usage: python -m llama_bindings {serve | rpc-server} [--help | options]"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -14,6 +15,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args or args[0] in ("-h", "--help"):
         print(USAGE)
         return 0 if args else 2
+    if args[0] == "serve":
+        from .server.cli import main as serve
+
+        return serve(args[1:])
     if args[0] == "rpc-server":
         from .rpc_worker import main as rpc_server
 

@@ -58,8 +58,10 @@ def test_the_package_entry_point_names_its_command(
     runtime: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     main = importlib.import_module("llama_bindings.__main__").main
-    assert main(["serve"]) == 2
-    assert "unknown command 'serve'" in capsys.readouterr().err
+    assert main(["generate"]) == 2
+    assert "unknown command 'generate'" in capsys.readouterr().err
+    assert main(["serve"]) == 2  # no model
+    assert "a model is needed" in capsys.readouterr().err
     assert main([]) == 2
 
 

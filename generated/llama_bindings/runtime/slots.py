@@ -75,7 +75,8 @@ class _Ticket:
 @dataclass
 class SlotStats:
     """What one slot has served: requests ended, prompt tokens (and how many it held already),
-    generated tokens, drafted and accepted tokens (speculative decoding)."""
+    generated tokens, drafted and accepted tokens (speculative decoding), and per strategy
+    (its name: drafted, accepted)."""
 
     slot: int
     requests: int = 0
@@ -84,6 +85,7 @@ class SlotStats:
     generated_tokens: int = 0
     drafted_tokens: int = 0
     accepted_tokens: int = 0
+    strategies: dict[str, tuple[int, int]] = field(default_factory=dict)
     busy: bool = False
 
     @property
@@ -98,6 +100,11 @@ class SlotStats:
         self.generated_tokens += metrics.generated_tokens
         self.drafted_tokens += metrics.drafted_tokens
         self.accepted_tokens += metrics.accepted_tokens
+        for strategy in metrics.strategies:
+            drafted, accepted = self.strategies.get(strategy.kind.value, (0, 0))
+            self.strategies[strategy.kind.value] = (
+                drafted + strategy.drafted_tokens, accepted + strategy.accepted_tokens,
+            )  # fmt: skip
 
 
 class Slots:
@@ -226,6 +233,11 @@ class Slots:
     # ---- what the slots hold --------------------------------------------------------------
 
     @property
+    def n_ctx(self) -> int:
+        """The cells one slot holds (its prompt and its reply)."""
+        return self._session.room
+
+    @property
     def waiting(self) -> int:
         """Requests waiting for a slot."""
         with self._lock:
@@ -241,7 +253,8 @@ class Slots:
         """Each slot's totals (copies)."""
         with self._lock:
             return [
-                SlotStats(**{**s.__dict__, "busy": s.slot in self._tickets}) for s in self._stats
+                replace(s, strategies=dict(s.strategies), busy=s.slot in self._tickets)
+                for s in self._stats
             ]
 
     def close(self, *, cancel: bool = True, timeout: float | None = None) -> None:

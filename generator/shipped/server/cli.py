@@ -1,0 +1,67 @@
+"""``llama-bindings serve`` (``python -m llama_bindings serve``): load the model, then serve it
+with uvicorn until SIGTERM or Ctrl-C. On SIGTERM new requests get 503 and running ones have
+``--shutdown-timeout`` seconds to end; then the slots are closed and everything freed."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any, Final
+
+from ..rpc_worker import is_loopback
+
+WARNING: Final = (
+    "WARNING: serving on {host}, not on the loopback address, without an API key: anyone who "
+    "reaches this port can use the model. Pass --api-key (or set {variable})."
+)
+MISSING: Final = (
+    "the server needs its extra: pip install 'llama-bindings[server]' "
+    "(starlette, uvicorn, sse-starlette, prometheus-client); missing: {name}"
+)
+
+
+def main(argv: Sequence[str]) -> int:
+    from .config import API_KEY_VARIABLE, parse_config
+
+    try:
+        config = parse_config(argv)
+    except (OSError, ValueError) as exc:
+        print(f"llama-bindings serve: {exc}", file=sys.stderr)
+        return 2
+    try:
+        import uvicorn
+
+        from .app import create_app
+        from .served import ServedModel
+    except ImportError as exc:
+        print(MISSING.format(name=exc.name), file=sys.stderr)
+        return 2
+    if not is_loopback(config.host) and not config.api_key:
+        print(WARNING.format(host=config.host, variable=API_KEY_VARIABLE), file=sys.stderr)
+    print(f"loading {config.model} ({config.slots} slots of {config.ctx_size} cells, "
+          f"speculative {config.speculative})", file=sys.stderr, flush=True)  # fmt: skip
+    started = time.perf_counter()
+    try:
+        served = ServedModel(config)
+    except Exception as exc:
+        print(f"llama-bindings serve: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    print(f"loaded in {time.perf_counter() - started:.1f} s; serving {config.model_id!r} on "
+          f"http://{config.host}:{config.port}", file=sys.stderr, flush=True)  # fmt: skip
+    app = create_app(served)
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            app.stopping = True  # new requests: 503 while running ones end
+            super().handle_exit(sig, frame)
+
+    settings = uvicorn.Config(
+        app, host=config.host, port=config.port, log_level="info", lifespan="on",
+        timeout_graceful_shutdown=max(1, round(config.shutdown_timeout)),
+    )  # fmt: skip
+    try:
+        Server(settings).run()
+    finally:
+        served.close()
+    return 0
