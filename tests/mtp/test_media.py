@@ -8,7 +8,13 @@ image, and misuse is refused with typed errors."""
 from __future__ import annotations
 
 import base64
+import json
 import math
+import os
+import random
+import subprocess
+import sys
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +25,12 @@ from generator.testmodel import BYTES_VOCAB_MIN, sizes_from, write_test_model
 from generator.testvision import write_test_projector
 from tests.mtp.conftest import CHATML_JINJA
 from tests.mtp.test_projector import grid
+from tests.repo import REPO_ROOT
+from tests.runtime.test_media_formats import (
+    NOT_SUPPORTED,
+    jpeg_declaring,
+    png_declaring,
+)
 
 N_CTX = 1024
 
@@ -292,7 +304,7 @@ def test_misuse_is_refused_with_typed_errors(
         with runtime.Context(model, n_ctx=N_CTX) as ctx:
             with pytest.raises(ValueError, match="1 media item"):
                 ctx.generate("no marker here", media=[WHITE])
-            with pytest.raises(runtime.LlamaMediaError, match="does not decode"):
+            with pytest.raises(runtime.LlamaMediaError, match="not a supported image"):
                 ctx.generate("<__media__>.", media=[b"not an image at all"])
             with pytest.raises(FileNotFoundError):
                 ctx.generate("<__media__>.", media=[tmp_path / "missing.png"])
@@ -330,3 +342,124 @@ def test_the_projector_closes_with_its_model(
         with runtime.Context(again, n_ctx=N_CTX) as ctx:
             with pytest.raises(runtime.LlamaClosedError):
                 ctx.generate("<__media__>.", media=[WHITE])
+
+
+# ---- untrusted media: refused before libmtmd decodes them ----------------------------------------
+
+
+def png_bomb(side: int) -> bytes:
+    """A PNG of ``side`` x ``side`` black 1-bit pixels that decodes whole (about 110 KB for
+    30000: stb_image would hold 3 bytes a pixel, 2.7 GB)."""
+    header = png_declaring(side, side)[:33]  # signature and IHDR, made 1-bit grey below
+    header = header[:24] + bytes((1, 0)) + header[26:29]
+    header += zlib.crc32(header[12:29]).to_bytes(4, "big")
+    packer = zlib.compressobj(9)
+    rows = b"\0" * (1 + (side + 7) // 8) * 1000
+    data = b"".join(packer.compress(rows) for _ in range(side // 1000)) + packer.flush()
+    idat = b"IDAT" + data
+    return (
+        header
+        + len(data).to_bytes(4, "big") + idat + zlib.crc32(idat).to_bytes(4, "big")
+        + png_declaring(1, 1)[-12:]  # IEND
+    )  # fmt: skip
+
+
+# run in a child process, so that its peak resident memory is the bomb's alone
+BOMB_CHILD = """
+import json, resource, sys
+sys.path[:0] = [sys.argv[1], sys.argv[2]]
+import llama_bindings
+from llama_bindings import openai_format
+from llama_bindings.runtime import Context, LlamaMediaError, Model
+from tests.mtp.test_media import WHITE, data_uri, image_message, png_bomb
+
+lib_dir, model_path, projector_path, bomb_path = sys.argv[3:7]
+bomb = png_bomb(30000)
+with open(bomb_path, "wb") as file:
+    file.write(bomb)
+with Model(model_path, libs=llama_bindings.load(lib_dir)) as model:
+    model.load_projector(projector_path, warmup=False)
+    with Context(model, n_ctx=1024) as ctx:
+        ctx.generate("see <__media__>.", media=[WHITE], max_tokens=1)
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        errors = []
+        tries = [
+            lambda: ctx.generate("see <__media__>.", media=[bomb], max_tokens=1),
+            lambda: ctx.generate("see <__media__>.", media=[bomb_path], max_tokens=1),
+            lambda: ctx.chat([image_message(data_uri(bomb))], max_tokens=1),
+            lambda: openai_format.create_chat_completion(
+                ctx, [image_message(data_uri(bomb))], max_tokens=1
+            ),
+        ]
+        for attempt in tries:
+            try:
+                attempt()
+            except LlamaMediaError as exc:
+                errors.append(str(exc))
+        after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"bytes": len(bomb), "grown_kib": after - before, "errors": errors}))
+"""
+
+
+def test_an_image_over_the_limits_is_refused_before_it_decodes(
+    libs: Any, files: dict[str, Path], host_build: Any, tmp_path: Path
+) -> None:
+    """A 110 KB PNG declaring 30000 x 30000 pixels, as bytes, a path, a data URI in a chat and
+    in ``openai_format``: refused with its size and the limit, the process's peak resident
+    memory grown by less than 64 MiB (decoded, it would hold 2.7 GB)."""
+    arguments = [REPO_ROOT / "generated", REPO_ROOT, host_build.lib_dir, files["agree"]]
+    arguments += [files["projector"], tmp_path / "bomb.png"]
+    child = subprocess.run(
+        [sys.executable, "-c", BOMB_CHILD, *map(str, arguments)],
+        capture_output=True, text=True, check=False, cwd=REPO_ROOT,
+    )  # fmt: skip
+    assert child.returncode == 0, child.stderr
+    report = json.loads(child.stdout.splitlines()[-1])
+    assert report["bytes"] < 200_000
+    assert len(report["errors"]) == 4
+    refusal = "is a PNG image of 30000x30000 pixels, over the limit of 16384 pixels a side"
+    assert all(refusal in error for error in report["errors"]), report["errors"]
+    assert report["grown_kib"] < 64 * 1024
+
+
+def test_media_of_no_supported_format_start_no_program(
+    runtime: Any, libs: Any, files: dict[str, Path], tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Bytes of no supported format, as bytes, a path or a data URI, are refused; neither they
+    nor an image whose header is sound but whose data does not decode (which libmtmd passes
+    to its video path) start ffprobe or ffmpeg, here programs on PATH that leave a mark."""
+    folder, mark = tmp_path / "bin", tmp_path / "started"
+    folder.mkdir()
+    for name in ("ffprobe", "ffmpeg"):
+        (folder / name).write_text(f"#!/bin/sh\necho {name} >> '{mark}'\nexit 1\n")
+        (folder / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+    text_file = tmp_path / "notes.txt"
+    text_file.write_text("not an image at all\n" * 20)
+    other = [random.Random(51).randbytes(4096), text_file, str(text_file)]
+    with open_model(runtime, libs, files) as model:
+        with runtime.Context(model, n_ctx=N_CTX) as ctx:
+            for item in other:
+                with pytest.raises(runtime.LlamaMediaError, match=NOT_SUPPORTED):
+                    ctx.generate("<__media__>.", media=[item])
+            with pytest.raises(runtime.LlamaMediaError, match=NOT_SUPPORTED):
+                ctx.chat([image_message(data_uri(text_file.read_bytes()))])
+            with pytest.raises(runtime.LlamaMediaError, match="does not decode as PNG"):
+                ctx.generate("<__media__>.", media=[png_declaring(64, 64)])  # one row of 64
+            with pytest.raises(runtime.LlamaMediaError, match="JPEG image of 65535x65535"):
+                ctx.generate("<__media__>.", media=[jpeg_declaring(65535, 65535)])
+            with pytest.raises(runtime.LlamaUnsupportedError, match="does not take audio"):
+                ctx.generate("<__media__>.", media=[b"RIFF\0\0\0\0WAVEfmt "])
+            assert ctx.generate("<__media__>.", media=[WHITE], max_tokens=1).tokens
+    assert not mark.exists()
+
+
+def test_a_projectors_own_image_limits(runtime: Any, libs: Any, files: dict[str, Path]) -> None:
+    with runtime.Model(files["agree"], libs=libs) as model:
+        with pytest.raises(ValueError, match="max_image_side"):
+            model.load_projector(files["projector"], max_image_side=0)
+        projector = model.load_projector(files["projector"], warmup=False, max_image_pixels=4095)
+        assert (projector.max_image_side, projector.max_image_pixels) == (16384, 4095)
+        with pytest.raises(runtime.LlamaMediaError, match="64x64 pixels, over the limit"):
+            projector.tokenize("<__media__>", [WHITE])
+        assert projector.tokenize("<__media__>", [solid_png(64, 63, (0, 0, 0))]).spans

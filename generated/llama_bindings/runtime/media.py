@@ -12,12 +12,15 @@ so that positions stay list indices and prefix reuse keeps an image both prompts
 encoding it again. A chunk may fill more KV cells than positions (M-RoPE models pin an image's
 rows to fewer positions); the difference is counted per sequence (``SequenceMemory.spans``).
 
-Media come as a path (``str`` or ``os.PathLike``) or the file's bytes; the formats are libmtmd's
-(its image decoder: JPEG, PNG, BMP, GIF, ...; audio: WAV, MP3, FLAC where the projector has an
-audio encoder). In chat messages, content parts in OpenAI's shape: ``{"type": "text", ...}``,
-``{"type": "image_url", "image_url": {"url": ...}}`` (a ``data:`` URI, a ``file://`` URI or a
-path; remote URLs are not fetched) and ``{"type": "input_audio", "input_audio": {"data": <base64>,
-"format": "wav"}}``."""
+Media come as a path (``str`` or ``os.PathLike``) or the file's bytes. Media are untrusted: before
+libmtmd sees them, their format is told from their first bytes (images: PNG, JPEG, GIF, BMP;
+audio: WAV, MP3, FLAC, where the projector has an audio encoder; anything else is refused, so
+libmtmd never passes bytes to ffmpeg, its video path), and an image's size is read from its
+header and refused over :data:`MAX_IMAGE_SIDE` a side or :data:`MAX_IMAGE_PIXELS` in all (a
+projector's ``max_image_side``, ``max_image_pixels``) before it is decoded. In chat messages,
+content parts in OpenAI's shape: ``{"type": "text", ...}``, ``{"type": "image_url",
+"image_url": {"url": ...}}`` (a ``data:`` URI, a ``file://`` URI or a path; remote URLs are not
+fetched) and ``{"type": "input_audio", "input_audio": {"data": <base64>, "format": "wav"}}``."""
 
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ import base64
 import binascii
 import hashlib
 import os
+import struct
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -53,6 +57,28 @@ _TOKENIZE_ERRORS: Final = {
 _CHUNK_TEXT: Final = 0
 # placeholders are -1 .. -_PLACEHOLDER_SPAN: never a token id, and within llama_token's range
 _PLACEHOLDER_SPAN: Final = 1 << 28
+# an image's size limits by default, read from its header before it is decoded: stb_image
+# holds 3 bytes a pixel decoded (150 MB at the pixel limit; 48 MP photos and panoramas pass)
+MAX_IMAGE_SIDE: Final = 16384
+MAX_IMAGE_PIXELS: Final = 50_000_000
+# the images passed to libmtmd's decoder (stb_image, which reads them by these signatures; the
+# others it reads, PSD, TGA, HDR, PNM and PIC, are refused), and the audio it decodes (miniaudio)
+IMAGE_FORMATS: Final = ("PNG", "JPEG", "GIF", "BMP")
+AUDIO_FORMATS: Final = ("WAV", "MP3", "FLAC")
+_IMAGE_SIGNATURES: Final = (
+    (b"\x89PNG\r\n\x1a\n", "PNG"),
+    (b"\xff\xd8", "JPEG"),
+    (b"GIF87a", "GIF"),
+    (b"GIF89a", "GIF"),
+    (b"BM", "BMP"),
+)
+# JPEG's frame headers (SOF0..SOF15 but DHT, JPG, DAC); stb_image decodes the first three
+_JPEG_FRAMES: Final = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
+_JPEG_STB_FRAMES: Final = frozenset((0xC0, 0xC1, 0xC2))
+# BMP's DIB header sizes stb_image reads (12: OS/2's, 16-bit sides)
+_BMP_HEADERS: Final = frozenset((12, 40, 56, 108, 124))
+# libmtmd's video path would start this program from its folder: a folder that cannot exist
+_NO_FFMPEG_DIR: Final = os.fsencode(os.devnull)
 
 
 def placeholder(media_id: str) -> int:
@@ -67,7 +93,9 @@ class Projector:
     the model's input embeddings. Made by ``Model(..., mmproj=path)`` or
     :meth:`Model.load_projector`, which makes it the model's :attr:`Model.projector`. ``use_gpu``,
     ``n_threads``, ``warmup``, ``image_min_tokens`` and ``image_max_tokens``: libmtmd's
-    ``mtmd_context_params`` (default: libmtmd's). A file libmtmd refuses (another model's
+    ``mtmd_context_params`` (default: libmtmd's). ``max_image_side`` and ``max_image_pixels``:
+    the largest image it takes, read from the image's header before it is decoded (default
+    :data:`MAX_IMAGE_SIDE`, :data:`MAX_IMAGE_PIXELS`). A file libmtmd refuses (another model's
     projector, a projector type this release does not know) raises :class:`LlamaLoadError`
     with its reason; libraries without libmtmd raise :class:`LlamaUnsupportedError`. The
     projector is freed before the model (closing the model closes it)."""
@@ -82,6 +110,8 @@ class Projector:
         warmup: bool | None = None,
         image_min_tokens: int | None = None,
         image_max_tokens: int | None = None,
+        max_image_side: int | None = None,
+        max_image_pixels: int | None = None,
     ) -> None:
         if not os.path.isfile(path):
             what = "is not a file" if os.path.exists(path) else "does not exist"
@@ -92,8 +122,12 @@ class Projector:
             ("n_threads", n_threads),
             ("image_min_tokens", image_min_tokens),
             ("image_max_tokens", image_max_tokens),
+            ("max_image_side", max_image_side),
+            ("max_image_pixels", max_image_pixels),
         ):
             check_count(count, name, 1)
+        self.max_image_side = MAX_IMAGE_SIDE if max_image_side is None else max_image_side
+        self.max_image_pixels = MAX_IMAGE_PIXELS if max_image_pixels is None else max_image_pixels
         mtmd = model.libs.mtmd
         if not mtmd:
             raise LlamaUnsupportedError(f"a projector needs libmtmd: {mtmd}")
@@ -175,10 +209,11 @@ class Projector:
         self, text: str, media: Sequence[MediaInput], *, parse_special: bool = True
     ) -> MediaPrompt:
         """``text`` (holding :attr:`marker` once per item of ``media``, in order) and its media
-        as a :class:`MediaPrompt`. Typed errors: a marker count that differs (``ValueError``), a
-        file that is missing (``FileNotFoundError``) or does not decode
-        (:class:`LlamaMediaError`), audio for a projector without an audio encoder or an image
-        for one without vision (:class:`LlamaUnsupportedError`)."""
+        as a :class:`MediaPrompt`. Typed errors: a marker count that differs (``ValueError``),
+        a file that is missing (``FileNotFoundError``), bytes of another format, an image over
+        the projector's size limits or one that does not decode (:class:`LlamaMediaError`),
+        audio for a projector without an audio encoder or an image for one without vision
+        (:class:`LlamaUnsupportedError`)."""
         markers = text.count(self.marker)
         if markers != len(media):
             raise ValueError(
@@ -219,26 +254,29 @@ class Projector:
             raise TypeError(
                 f"a media item is a path or the file's bytes, got {type(item).__name__}"
             )
+        kind = check_media(data, what, self.max_image_side, self.max_image_pixels)
+        audio = kind in AUDIO_FORMATS
+        if (audio and not self.audio) or (not audio and not self.vision):
+            taken = "audio" if audio else "images"
+            raise LlamaUnsupportedError(f"{what} is {kind}: this projector does not take {taken}")
         ffi, mtmd = self.ffi, self.mtmd
-        buf = ffi.from_buffer(data)
+        opt = mtmd.mtmd_helper_init_opt_default()
+        no_ffmpeg = ffi.new("char[]", _NO_FFMPEG_DIR)  # an image stb_image fails on goes there
+        opt.video_params.ffmpeg_bin_dir = no_ffmpeg
         with LLAMA_LOG.capturing() as errors:
             wrapped = mtmd.mtmd_helper_bitmap_init_from_buf(
-                self.handle, buf, len(data), False, mtmd.mtmd_helper_init_opt_default()
+                self.handle, ffi.from_buffer(data), len(data), False, opt
             )
         bitmap, video = wrapped.bitmap, wrapped.video_ctx
-        if video != ffi.NULL:
+        if video != ffi.NULL:  # never: ffprobe cannot start
             mtmd.mtmd_helper_video_free(video)
             if bitmap != ffi.NULL:
                 mtmd.mtmd_bitmap_free(bitmap)
             raise LlamaUnsupportedError(f"{what} is a video: this runtime takes images and audio")
         if bitmap == ffi.NULL:
-            detail = "; ".join(errors) or "not an image or audio format libmtmd decodes"
-            raise LlamaMediaError(f"{what} does not decode: {detail}")
-        audio = bool(mtmd.mtmd_bitmap_is_audio(bitmap))
-        if (audio and not self.audio) or (not audio and not self.vision):
-            mtmd.mtmd_bitmap_free(bitmap)
-            kind = "audio" if audio else "an image"
-            raise LlamaUnsupportedError(f"{what} is {kind}, which this projector does not take")
+            # an image's failure logs only the video path's: stb_image's reason is not logged
+            detail = "; ".join(errors) if audio else "its data is corrupt or of a kind it skips"
+            raise LlamaMediaError(f"{what} does not decode as {kind}: {detail}")
         mtmd.mtmd_bitmap_set_id(bitmap, hashlib.sha256(data).hexdigest().encode())
         return bitmap
 
@@ -381,6 +419,111 @@ def pieces(
             span = spans[media_start]
             yield media_start, media_start + span.n_pos, span
             begin = media_start + span.n_pos
+
+
+# ---- media bytes, checked before libmtmd sees them ---------------------------------------------
+
+
+def media_format(data: bytes, what: str = "the media item") -> str:
+    """The format of a media item's bytes (``what`` in errors), told from their first bytes:
+    audio as libmtmd tells it (``is_audio_file``, first), then the image signatures; anything
+    else is a :class:`LlamaMediaError` (libmtmd would try it as a video)."""
+    if len(data) >= 12:
+        if data[:4] == b"RIFF" and data[8:12] == b"WAVE":
+            return "WAV"
+        if data[:3] == b"ID3" or (data[0] == 0xFF and data[1] & 0xE0 == 0xE0):  # MPEG sync
+            return "MP3"
+        if data[:4] == b"fLaC":
+            return "FLAC"
+    for signature, name in _IMAGE_SIGNATURES:
+        if data.startswith(signature):
+            return name
+    raise LlamaMediaError(
+        f"{what} is not a supported image ({', '.join(IMAGE_FORMATS)}) or audio "
+        f"({', '.join(AUDIO_FORMATS)}): its first bytes are {data[:8]!r}"
+    )
+
+
+def check_media(
+    data: bytes,
+    what: str = "the media item",
+    max_side: int = MAX_IMAGE_SIDE,
+    max_pixels: int = MAX_IMAGE_PIXELS,
+) -> str:
+    """:func:`media_format` of ``data``, an image's size read from its header: an image over
+    ``max_side`` pixels a side or ``max_pixels`` in all, or whose header is truncated or
+    malformed, is a :class:`LlamaMediaError` before anything decodes it."""
+    kind = media_format(data, what)
+    if kind in AUDIO_FORMATS:
+        return kind
+    width, height = image_size(data, kind, what)
+    if width < 1 or height < 1:
+        raise LlamaMediaError(f"{what} is a {kind} image declaring {width}x{height} pixels")
+    if max(width, height) > max_side or width * height > max_pixels:
+        raise LlamaMediaError(
+            f"{what} is a {kind} image of {width}x{height} pixels, over the limit of "
+            f"{max_side} pixels a side and {max_pixels} pixels in all (the projector's "
+            "max_image_side and max_image_pixels)"
+        )
+    return kind
+
+
+def image_size(data: bytes, kind: str, what: str = "the image") -> tuple[int, int]:
+    """Width and height an image's header declares (``kind``: one of :data:`IMAGE_FORMATS`),
+    read as stb_image reads them; a truncated or malformed header is a
+    :class:`LlamaMediaError`."""
+    try:
+        if kind == "PNG":  # the first chunk is IHDR: width, height
+            if data[12:16] != b"IHDR":
+                raise struct.error("the first chunk is not IHDR")
+            return _unpack(">II", data, 16)
+        if kind == "GIF":  # the logical screen, which every frame lies inside
+            return _unpack("<HH", data, 6)
+        if kind == "BMP":
+            return _bmp_size(data)
+        return _jpeg_size(data)
+    except struct.error as exc:
+        raise LlamaMediaError(f"{what} has a truncated or malformed {kind} header: {exc}") from None
+
+
+def _unpack(layout: str, data: bytes, offset: int) -> tuple[int, int]:
+    first, second = struct.unpack_from(layout, data, offset)
+    return int(first), int(second)
+
+
+def _bmp_size(data: bytes) -> tuple[int, int]:
+    (header,) = struct.unpack_from("<I", data, 14)
+    if header not in _BMP_HEADERS:
+        raise struct.error(f"a DIB header of {header} bytes")
+    if header == 12:
+        return _unpack("<HH", data, 18)
+    width, height = _unpack("<ii", data, 18)
+    if width < 0:  # stb_image reads it unsigned
+        raise struct.error(f"a negative width ({width})")
+    return width, abs(height)  # a negative height: rows top-down
+
+
+def _jpeg_size(data: bytes) -> tuple[int, int]:
+    """The first frame header's size, the segments before it skipped by their lengths (as
+    stb_image does); a scan or the end before any frame header is malformed."""
+    at = 2
+    while True:
+        if data[at : at + 1] != b"\xff":
+            raise struct.error(f"no marker at byte {at}")
+        while data[at : at + 1] == b"\xff":  # fill bytes
+            at += 1
+        (marker,) = struct.unpack_from(">B", data, at)
+        if marker in (0xD8, 0xD9, 0xDA) or 0xD0 <= marker <= 0xD7 or marker == 0x01:
+            raise struct.error(f"marker 0x{marker:02X} before the frame header")
+        (length,) = struct.unpack_from(">H", data, at + 1)
+        if marker in _JPEG_FRAMES:
+            if marker not in _JPEG_STB_FRAMES:  # stb_image would fail, libmtmd try ffmpeg
+                raise struct.error(f"frame type 0x{marker:02X} (lossless or arithmetic coding)")
+            height, width = _unpack(">HH", data, at + 4)
+            return width, height
+        if length < 2:
+            raise struct.error(f"a segment length of {length}")
+        at += 1 + length
 
 
 # ---- chat messages with content parts -----------------------------------------------------------

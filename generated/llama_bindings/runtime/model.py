@@ -271,12 +271,15 @@ class Model:
         warmup: bool | None = None,
         image_min_tokens: int | None = None,
         image_max_tokens: int | None = None,
+        max_image_side: int | None = None,
+        max_image_pixels: int | None = None,
     ) -> Projector:
         """Load the multimodal projector GGUF at ``path`` (see :class:`Projector` for the
         options and errors) as :attr:`projector`, closing the one loaded before."""
         projector = Projector(
             self, path, use_gpu=use_gpu, n_threads=n_threads, warmup=warmup,
             image_min_tokens=image_min_tokens, image_max_tokens=image_max_tokens,
+            max_image_side=max_image_side, max_image_pixels=max_image_pixels,
         )  # fmt: skip
         if self._projector is not None:
             self._projector.close()
