@@ -27,6 +27,8 @@ from generator.native.build import BuildResult
 from tests.mtp.conftest import CHATML_JINJA
 from tests.mtp.live_server import LiveServer, live_server
 from tests.mtp.test_chat_runtime import TOOLS
+from tests.mtp.test_media import WHITE
+from tests.mtp.test_media import files as files  # the media models and projector
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]
 
@@ -350,3 +352,43 @@ def test_the_embedding_encodings_agree(client: openai.OpenAI, server: LiveServer
     unpacked = struct.unpack(f"<{len(raw) // 4}f", raw)  # float32: the runtime's vectors are
     assert unpacked == pytest.approx(floats["data"][0]["embedding"], abs=1e-7)  # doubles
     assert decoded == pytest.approx(floats["data"][0]["embedding"], abs=1e-7)
+
+
+def test_an_image_as_a_data_uri(
+    runtime: Any, libs: Any, host_build: BuildResult, files: dict[str, Path], tmp_path: Path
+) -> None:
+    """A chat with an image part, through the official client, with draft-mtp: the reply equals
+    the runtime's own (in-process) for the same request; an image that is no image is a 400."""
+    from llama_bindings.openai_format import create_chat_completion
+
+    uri = "data:image/png;base64," + base64.b64encode(WHITE).decode("ascii")
+    messages: list[Any] = [{"role": "user", "content": [
+        {"type": "text", "text": "what is this? "},
+        {"type": "image_url", "image_url": {"url": uri}},
+    ]}]  # fmt: skip
+    spec = runtime.SpeculativeDecoding(runtime.SpeculativeMode.DRAFT_MTP)
+    with runtime.Model(
+        files["agree"], libs=libs, load_mtp=True, mmproj=files["projector"]
+    ) as model:
+        with runtime.Context(model, n_ctx=2048, speculative=spec) as ctx:
+            expected = create_chat_completion(ctx, messages, max_tokens=8, temperature=0)
+    args = ["--model", str(files["agree"]), "--mmproj", str(files["projector"]),
+            "--speculative", "draft-mtp", "--slots", "2", "--ctx-size", "2048"]  # fmt: skip
+    with live_server(host_build.lib_dir, args, tmp_path / "server.log") as live:
+        seen = openai.OpenAI(base_url=f"{live.base_url}/v1", api_key="-", max_retries=0)
+        answer = seen.chat.completions.create(
+            model="agree", messages=messages, max_tokens=8, temperature=0
+        )
+        broken = [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,aGVsbG8="}}
+                ],
+            }
+        ]
+        with pytest.raises(openai.BadRequestError, match="not a supported image"):
+            seen.chat.completions.create(model="agree", messages=broken, max_tokens=2)
+    assert answer.choices[0].message.content == expected["choices"][0]["message"]["content"]
+    assert answer.usage is not None
+    assert answer.usage.prompt_tokens == expected["usage"]["prompt_tokens"]

@@ -386,31 +386,47 @@ class SequenceScheduler:
         run.reused, run.reuse = session.reuse(
             tokens, len(tokens) - 1, job.plan.reuse_prefix, None, job.seq
         )
-        row = session.decode_prompt(self.batch, tokens, run.reused, run.cancelled, seq=job.seq)
+        row = session.decode_prompt(
+            self.batch, tokens, run.reused, run.cancelled, seq=job.seq, media=job.plan.media
+        )
         if row is None:
             return
         session.checkpoint(None, job.seq)
         run.prompt_done()
-        if _take(session, run, job.sampler, row, len(tokens), session.room):
+        if _take(session, run, job.sampler, row, len(tokens), self._room(job.seq)):
             job.going = (run.tokens[-1], len(tokens))
 
     def _admit_speculative(self, job: Job, sidecar: Sidecar) -> None:
-        """The prompt but its last token into the sequence, mirrored into the sidecar."""
-        session, run, tokens = self.session, job.run, job.plan.tokens
-        head = tokens[:-1]
+        """The prompt but its last token into the sequence, mirrored into the sidecar (after a
+        media item, the whole prompt and its first token sampled: see :func:`generate_mtp`)."""
+        session, run, tokens, seq = self.session, job.run, job.plan.tokens, job.seq
+        after_media = len(tokens) > 1 and tokens[-2] < 0
+        head = tokens if after_media else tokens[:-1]
         run.reused, run.reuse = session.reuse(
-            tokens, len(head), job.plan.reuse_prefix, sidecar, job.seq
+            tokens, len(tokens) - 1, job.plan.reuse_prefix, sidecar, seq
         )
         row = session.decode_prompt(
-            self.batch, head, run.reused, run.cancelled, seq=job.seq, mirror=sidecar.process
-        )
+            self.batch, head, run.reused, run.cancelled, seq=seq, mirror=sidecar.process,
+            media=job.plan.media, mirror_rows=sidecar.process_rows,
+        )  # fmt: skip
         if row is None:
             return
-        session.checkpoint(sidecar, job.seq)
-        sidecar.begin(head, job.seq)
+        session.checkpoint(sidecar, seq)
+        sidecar.begin([t for t in head if t >= 0], seq)
         run.prompt_done()
-        job.stepper = _Stepper(session, sidecar, job.seq, job.sampler, run)
-        job.going = (tokens[-1], len(head))
+        job.stepper = _Stepper(session, sidecar, seq, job.sampler, run)
+        id_last = tokens[-1]
+        if after_media:
+            id_last = int(session.llama.llama_sampler_sample(job.sampler, session.handle, row))
+            run.steps += 1
+            if not run.emit(id_last, session.logprob(run.top_logprobs, id_last, row)):
+                return
+        job.going = (id_last, len(session.sequences[seq].tokens))
+
+    def _room(self, seq: int) -> int:
+        """The cells sequence ``seq`` has for positions (a media item may take more cells
+        than positions)."""
+        return self.session.room - self.session.sequences[seq].extra_cells
 
     def step(self) -> list[Job]:
         """One step of every generation going (one cancelled since is ended first); the
@@ -437,7 +453,7 @@ class SequenceScheduler:
         for row, job in enumerate(jobs):
             token, pos = cast(tuple[int, int], job.going)
             session.sequences[job.seq].tokens.append(token)
-            if _take(session, job.run, job.sampler, row, pos + 1, session.room):
+            if _take(session, job.run, job.sampler, row, pos + 1, self._room(job.seq)):
                 job.going = (job.run.tokens[-1], pos + 1)
             else:
                 job.going = None
@@ -447,7 +463,7 @@ class SequenceScheduler:
         for job in jobs:
             id_last, n_past = cast(tuple[int, int], job.going)
             before = sidecar.counts()
-            got = cast(_Stepper, job.stepper)(id_last, n_past, session.room)
+            got = cast(_Stepper, job.stepper)(id_last, n_past, self._room(job.seq))
             counted = sidecar.counts().since(before)
             job.totals = counted if job.totals is None else job.totals.plus(counted)
             if got is not None:

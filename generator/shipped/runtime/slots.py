@@ -15,6 +15,7 @@ one (a client that left) ends its generation at the next step.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import queue
 import threading
@@ -322,8 +323,12 @@ class Slots:
         return admitted
 
     def _admit(self, slot: int, ticket: _Ticket) -> None:
+        # libmtmd's context is not shared between threads: a media prompt is encoded while no
+        # caller tokenizes one (planning holds the same lock)
+        media = self._plan_lock if ticket.plan.media is not None else contextlib.nullcontext()
         try:
-            job = self._scheduler.admit(slot, ticket.plan)
+            with media:
+                job = self._scheduler.admit(slot, ticket.plan)
         except BaseException as exc:  # this request's prompt failed: the others go on
             self._end(slot, _Ended(None, exc))
             return
