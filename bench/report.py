@@ -120,6 +120,8 @@ def markdown(result: dict[str, Any], chart_name: str) -> str:
         lines += _realmodel_lines(sections["realmodel"])
     if "chat" in sections:
         lines += _chat_lines(sections["chat"])
+    if "server" in sections:
+        lines += _server_lines(sections["server"])
     if "rpc" in sections:
         lines += _rpc_lines(sections["rpc"])
     if "mtp" in sections:
@@ -374,6 +376,67 @@ def _chat_lines(ch: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
+def _acceptance_cell(a: dict[str, Any] | None) -> str:
+    if not a or not a.get("drafted"):
+        return "-"
+    return f"{a['rate']:.3f} ({a['accepted']:.0f}/{a['drafted']:.0f})"
+
+
+def _server_lines(sv: dict[str, Any]) -> list[str]:
+    lines = ["## Server: OpenAI-compatible servers under concurrent chat clients", "", sv["method"]]
+    lines += ["", f"Models: {sv['models']}. Peers: {sv['peers']}."]
+    if sv.get("peer_unavailable"):
+        lines += ["", f"**llama-cpp-python's server unavailable:** {sv['peer_unavailable']}"]
+    lines += [
+        "",
+        f"The section took {sv['wall_seconds']:.0f} s on {sv['cpu_count']} CPU(s) shared with "
+        f"other work; load average at its end {sv['load_average_end']}.",
+    ]
+    for mode, m in sv["modes"].items():
+        lines += [
+            "",
+            f"### {mode}",
+            "",
+            "| side | clients | tokens/s | latency p50 s | latency p95 s | acceptance (accepted/"
+            "drafted) | requests | failed clients | replies = first run | finish |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for side, by in m["sides"].items():
+            for clients, r in by.items():
+                equal, total = r["replies_equal_reference"]
+                lines.append(
+                    f"| {side} | {clients} | {_fmt(r['tokens_per_second'], 1)} | "
+                    f"{_fmt(r['latency_p50_s'])} | {_fmt(r['latency_p95_s'])} | "
+                    f"{_acceptance_cell(r['acceptance'])} | {r['requests']} | "
+                    f"{r['failed_clients']} | {equal} of {total} | "
+                    f"{', '.join(r['finish_reasons'])} |"
+                )
+        if m["ours_over"]:
+            lines += [
+                "",
+                "| ours / peer | clients | tokens/s, ours / peer | latency p50, peer / ours | "
+                "latency p95, peer / ours |",
+                "|---|---|---|---|---|",
+            ]
+            for peer, by in m["ours_over"].items():
+                for clients, r in by.items():
+                    lines.append(
+                        f"| ours / {peer} | {clients} | **{_fmt(r['tokens_per_second'])}** | "
+                        f"{_fmt(r['latency_p50'])} | {_fmt(r['latency_p95'])} |"
+                    )
+        for clients, r in m["sides"].get("ours", {}).items():
+            if r["slot_acceptance"]:
+                per = ", ".join(
+                    f"{slot}: {s['rate']:.2f}" for slot, s in r["slot_acceptance"].items()
+                )
+                lines += ["", f"Ours, acceptance per slot at {clients} client(s): {per}."]
+        errors = [e for by in m["sides"].values() for r in by.values() for e in r["errors"]]
+        if errors:
+            lines += ["", f"Failed requests (first ones): {errors[:5]}"]
+        lines += ["", f"First run's replies equal ours: {m['replies_equal_ours']}."]
+    return [*lines, ""]
+
+
 IMPORT_CASES = {
     "python_start": "interpreter start only (`python -c` printing one line)",
     "ours_abi": "ours, ABI mode, declarations pre-parsed (`_ffi_abi.py`)",
@@ -503,6 +566,14 @@ def _panels(sections: dict[str, Any]) -> list[Panel]:
         stats = [r["chat_speed"] for r in ch["ours_over_theirs"].values()]
         stats += list(ch["speedup_vs_own"].values())
         title = "chat: whole 4-turn chat, time of B / time of A for 'A vs B' (higher: A faster)"
+        panels.append((labels, stats, title, 1))
+    if "server" in sections:
+        modes = sections["server"]["modes"]
+        keys = [(mode, peer, c) for mode, m in modes.items()
+                for peer, by in m["ours_over"].items() for c in by]  # fmt: skip
+        labels = [f"{mode}:{peer}:x{c}" for mode, peer, c in keys]
+        stats = [modes[mode]["ours_over"][peer][c]["tokens_per_second"] for mode, peer, c in keys]
+        title = "server: generated tokens/s, ours / peer at N clients (higher: ours faster)"
         panels.append((labels, stats, title, 1))
     if "tags" in sections:
         from bench.tag_builds import panel

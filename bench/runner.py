@@ -21,6 +21,7 @@ from bench import (
     realmodel,
     report,
     rpc,
+    server,
     strategies,
     tag_builds,
 )
@@ -29,13 +30,13 @@ from bench.stats import log
 REPO = Path(__file__).resolve().parent.parent
 SECTIONS = (
     "generation", "calls", "loop", "mtp", "bump", "import", "strategies", "realmodel", "chat",
-    "tags", "rpc",
+    "tags", "rpc", "server",
 )  # fmt: skip
 # Sections a plain `python -m bench` runs; "bump" (minutes: a cold build), "strategies" (about
 # 15 minutes on 2 cores), "realmodel" (Gemma 3 270M, about a minute per repeat) and "chat" (Gemma
 # 3 270M, a 4-turn chat, about 1.5 minutes per repeat), "tags" (cold and warm builds of real
-# tags: about 25 minutes on 2 cores) and "rpc" (local vs split over two loopback RPC workers)
-# only when named.
+# tags: about 25 minutes on 2 cores), "rpc" (local vs split over two loopback RPC workers) and
+# "server" (three OpenAI-compatible servers under 1, 4 and 16 chat clients) only when named.
 DEFAULT_SECTIONS = ("generation", "calls", "loop", "mtp", "import")
 # The tree the bench builds and runs by default: b11312, the one llama-cpp-python 0.3.36 vendors
 # (its ctypes structs are b11312's; b11549's llama_context_params would not match them), so both
@@ -120,6 +121,33 @@ def _chat(args: argparse.Namespace, bindings: Path, lib_dir: Path, cache: Path) 
     return chat.run(setup, cache, args.repeats)
 
 
+def _server(
+    args: argparse.Namespace, tree: Path, bindings: Path, lib_dir: Path, cache: Path
+) -> dict[str, Any]:
+    log("section server: ours vs llama-server vs llama-cpp-python's server, 1 to 16 clients")
+    from generator.models import fetch_model
+
+    setup = server.Setup(
+        repo=REPO,
+        bindings=bindings,
+        lib_dir=lib_dir,
+        models={
+            "gemma": fetch_model("gemma3-270m", cache),
+            "mtp": _model(cache, "partial", {}),
+        },
+        llama_server=None if args.no_upstream else server.llama_server_bin(cache, tree),
+        peer_python=None,
+        peer_package=None,
+        threads=args.threads,
+        max_tokens=8 if args.quick else args.server_tokens,
+        turns=2 if args.quick else args.server_turns,
+        ctx_size=1024,
+        slots=16,
+        clients=(1, 4) if args.quick else None,
+    )
+    return server.run(setup, cache, args.repeats)
+
+
 def _rpc(args: argparse.Namespace, bindings: Path, lib_dir: Path, cache: Path) -> dict[str, Any]:
     log("section rpc: local vs split over two loopback RPC workers (test model, Gemma 3 270M)")
     import tempfile
@@ -157,7 +185,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=Path,
         help="folder with upstream's llama-speculative-simple (default: built into the cache)",
     )
-    p.add_argument("--no-upstream", action="store_true", help="skip upstream's MTP driver")
+    p.add_argument(
+        "--no-upstream",
+        action="store_true",
+        help="skip upstream's programs (llama-speculative-simple, llama-server)",
+    )
     p.add_argument("--repeats", type=int, default=5, help="interleaved repeats (%(default)s)")
     p.add_argument("--threads", type=int, default=1, help="llama.cpp threads (%(default)s)")
     p.add_argument("--loop-tokens", type=int, default=128)
@@ -193,6 +225,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument(
         "--rpc-tokens", type=int, default=64, help="the rpc section's tokens per run (%(default)s)"
+    )
+    p.add_argument(
+        "--server-tokens",
+        type=int,
+        default=48,
+        help="the server section's max_tokens (%(default)s)",
+    )
+    p.add_argument(
+        "--server-turns",
+        type=int,
+        default=3,
+        help="the server section's requests per client (%(default)s)",
     )
     p.add_argument(
         "--quick",
@@ -304,6 +348,8 @@ def main(argv: list[str] | None = None) -> int:
         sections["realmodel"] = realmodel.run(rm_setup, cache, args.repeats)
     if "chat" in args.sections:
         sections["chat"] = _chat(args, bindings, lib_dir, cache)
+    if "server" in args.sections:
+        sections["server"] = _server(args, tree, bindings, lib_dir, cache)
     if "rpc" in args.sections:
         sections["rpc"] = _rpc(args, bindings, lib_dir, cache)
     if "import" in args.sections:
