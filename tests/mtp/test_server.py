@@ -8,9 +8,12 @@ API key; SIGTERM letting a running stream finish. Expected outputs are computed 
 from __future__ import annotations
 
 import base64
+import contextlib
 import http.client
+import io
 import json
 import math
+import re
 import signal
 import struct
 import threading
@@ -29,6 +32,7 @@ from tests.mtp.live_server import LiveServer, live_server
 from tests.mtp.test_chat_runtime import TOOLS
 from tests.mtp.test_media import WHITE
 from tests.mtp.test_media import files as files  # the media models and projector
+from tests.repo import REPO_ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]
 
@@ -392,3 +396,19 @@ def test_an_image_as_a_data_uri(
     assert answer.choices[0].message.content == expected["choices"][0]["message"]["content"]
     assert answer.usage is not None
     assert answer.usage.prompt_tokens == expected["usage"]["prompt_tokens"]
+
+
+SERVING = REPO_ROOT / "docs" / "how-to" / "serving.md"
+
+
+@pytest.mark.parametrize("number", [1, 2])
+def test_the_serving_pages_client_examples_run(server: LiveServer, number: int) -> None:
+    """The page's ``py`` blocks (the official client's examples) against this live server."""
+    blocks = re.findall(r"```py\n(.*?)```", SERVING.read_text(encoding="utf-8"), re.S)
+    assert len(blocks) == 2
+    code = blocks[number - 1].replace("http://127.0.0.1:8080/v1", f"{server.base_url}/v1")
+    code = code.replace('api_key="KEY"', f'api_key="{KEY}"')
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, f"serving.md py block {number}", "exec"), {})
+    assert out.getvalue().strip()

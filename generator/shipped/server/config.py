@@ -1,11 +1,9 @@
 """The server's settings: flags, an optional TOML file (``--config``; flags given on the command
 line win over it) and the API key's environment variable.
 
-The TOML file takes the flags' long names with ``_`` for ``-`` (``model``, ``mmproj``,
-``lora`` (a list of ``"path"`` or ``"path:scale"``), ``draft_model``, ``speculative``,
-``draft_max``, ``slots``, ``ctx_size``, ``threads``, ``repack``, ``host``, ``port``, ``api_key``,
-``chat_template``, ``chat_template_file``, ``alias``, ``max_waiting``, ``max_body_bytes``,
-``shutdown_timeout``); an unknown key is an error."""
+The TOML file takes :class:`ServerConfig`'s fields, the flags' long names with ``_`` for ``-``
+(``model = "m.gguf"``, ``lora = ["a.gguf:0.5"]``, ``slots = 8``, ...); an unknown key is an
+error."""
 
 from __future__ import annotations
 
@@ -35,6 +33,8 @@ class ServerConfig:
     slots: int = 4
     ctx_size: int = 4096  # cells per slot
     threads: int | None = None
+    batch_size: int | None = None  # the logical batch (default: the runtime's)
+    ubatch_size: int | None = None  # the physical batch (1, with repack off: batch-independent)
     repack: bool = True  # False: Model(use_extra_bufts=False), batch-independent logits on CPU
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
@@ -89,6 +89,8 @@ def _parser() -> argparse.ArgumentParser:
     add("--slots", "-np", type=int, help="parallel slots (sequences of one context; default 4)")
     add("--ctx-size", "-c", type=int, help="cells per slot (default 4096)")
     add("--threads", "-t", type=int, help="CPU threads (default: the runtime's)")
+    add("--batch-size", "-b", type=int, help="logical batch (default: the runtime's, 512)")
+    add("--ubatch-size", "-ub", type=int, help="physical batch (default: the logical batch)")
     add("--no-repack", dest="repack", action="store_false",
         help="keep the CPU weights as stored (llama.cpp repacks them by default): each reply is "
         "then the same whatever else the slots run, at some speed")  # fmt: skip

@@ -63,8 +63,13 @@ class ServedModel:
             "n_seq_max": config.slots,
             "speculative": speculative_of(config, draft),
         }
-        if config.threads is not None:
-            context_options["n_threads"] = config.threads
+        for setting, option in (
+            ("threads", "n_threads"),
+            ("batch_size", "n_batch"),
+            ("ubatch_size", "n_ubatch"),
+        ):
+            if getattr(config, setting) is not None:
+                context_options[option] = getattr(config, setting)
         self.context = stack.enter_context(Context(self.model, **context_options))
         if config.lora:
             adapters = {}
