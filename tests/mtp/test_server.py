@@ -412,3 +412,48 @@ def test_the_serving_pages_client_examples_run(server: LiveServer, number: int) 
     with contextlib.redirect_stdout(out):
         exec(compile(code, f"serving.md py block {number}", "exec"), {})
     assert out.getvalue().strip()
+
+
+def test_slot_save_restore_and_erase(
+    host_build: BuildResult, bytes_models: dict[str, Path], chatml_file: Path, tmp_path: Path
+) -> None:
+    """With draft-mtp: a slot saved to a file (the sidecar's state with the target's), erased,
+    restored; the follow-up then reuses what the restored slot holds and answers as it answers
+    from scratch. A generating slot is a 409; a path for a file name is a 400."""
+    states = tmp_path / "states"
+    states.mkdir()
+    args = ["--model", str(bytes_models["partial"]), "--slots", "1", "--ctx-size", "2048",
+            "--speculative", "draft-mtp", "--slot-save-path", str(states),
+            "--chat-template-file", str(chatml_file)]  # fmt: skip
+
+    def post(live: LiveServer, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        status, _, answer = _raw(live, "POST", path, json.dumps(body).encode(), key=None)
+        return status, answer
+
+    first = {"prompt": "The first prompt of a slot", "max_tokens": 12, "temperature": 0}
+    with live_server(host_build.lib_dir, args, tmp_path / "server.log") as live:
+        status, done = post(live, "/v1/completions", first)
+        follow = {**first, "prompt": first["prompt"] + done["choices"][0]["text"] + " then"}
+        status, saved = post(live, "/slots/0?action=save", {"filename": "one.bin"})
+        assert status == 200 and saved["n_saved"] > 0 and (states / "one.bin").is_file()
+        status, erased = post(live, "/slots/0?action=erase", {})
+        assert status == 200 and erased["n_erased"] == saved["n_saved"]
+        reused_before = _metric_sum(live, "llama_bindings_reused_prompt_tokens_total")
+        status, restored = post(live, "/slots/0?action=restore", {"filename": "one.bin"})
+        assert status == 200 and restored["n_restored"] == saved["n_saved"]
+        status, after_restore = post(live, "/v1/completions", follow)
+        reused = _metric_sum(live, "llama_bindings_reused_prompt_tokens_total") - reused_before
+        post(live, "/slots/0?action=erase", {})
+        status, from_scratch = post(live, "/v1/completions", follow)
+        assert reused >= saved["n_saved"] - 1
+        assert after_restore["choices"][0]["text"] == from_scratch["choices"][0]["text"]
+        assert post(live, "/slots/0?action=save", {"filename": "../x"})[0] == 400
+        assert post(live, "/slots/0?action=restore", {"filename": "none.bin"})[0] == 404
+        assert post(live, "/slots/7?action=erase", {})[0] == 400
+        connection = http.client.HTTPConnection("127.0.0.1", live.port, timeout=60)
+        body = {"prompt": "abc", "max_tokens": 1500, "stream": True}
+        connection.request("POST", "/v1/completions", body=json.dumps(body))
+        assert connection.getresponse().readline().startswith(b"data: ")
+        status, busy = post(live, "/slots/0?action=save", {"filename": "two.bin"})
+        connection.close()
+        assert status == 409 and busy["error"]["code"] == "slot_busy"

@@ -164,3 +164,41 @@ def test_chats_in_slots(runtime: Any, libs: Any, models: dict[str, Path]) -> Non
                 thread.join()
     assert [r.tokens for r in results] == [r.tokens for r in alone]
     assert [r.content for r in results] == [r.content for r in alone]
+
+
+@pytest.mark.parametrize("mode", ["none", "draft-mtp", "ngram-mod+draft-mtp"])
+def test_a_slots_state_saved_cleared_and_loaded(
+    runtime: Any, libs: Any, models: dict[str, Path], mode: str
+) -> None:
+    """A slot's state (with the sidecar's) saved, the slot emptied, the state loaded into
+    another slot: the follow-up goes there, reuses what it holds, and equals a fresh context's
+    reply (and the reply had the slot never been emptied)."""
+    first = [*range(10, 40)]
+    with context_factory(runtime, libs, models, mode, n_seq=2) as make:
+        with make().slots() as slots:
+            reply = slots.generate(first, max_tokens=REPLY)
+            follow = [*first, *reply.tokens, 5, 6]
+            held = slots.held_tokens(0)
+            state = slots.save_slot(0)
+            slots.clear_slot(0)
+            assert slots.held_tokens(0) == 0
+            slots.load_slot(1, state)
+            assert slots.held_tokens(1) == held
+            second = slots.generate(follow, max_tokens=REPLY)
+            with pytest.raises(ValueError, match="slot must be"):
+                slots.save_slot(2)
+        fresh = make().generate(follow, max_tokens=REPLY)
+    assert second.tokens == fresh.tokens
+    assert second.metrics.reused_prompt_tokens == held
+
+
+def test_a_generating_slot_keeps_its_state(
+    runtime: Any, libs: Any, models: dict[str, Path]
+) -> None:
+    with context_factory(runtime, libs, models, "none", n_seq=1) as make:
+        with make().slots() as slots:
+            stream = slots.stream(PROMPTS[0], max_tokens=400)
+            next(stream)
+            with pytest.raises(runtime.LlamaRuntimeError, match="slot 0 is generating"):
+                slots.save_slot(0)
+            stream.close()

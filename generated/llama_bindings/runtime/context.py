@@ -527,7 +527,7 @@ class Context:
         try:
             return Slots(
                 self.model, self.n_ctx, self._session, self._sidecar, self._plan_free,
-                self._set_free, max_waiting=max_waiting,
+                self._set_free, self._identity, max_waiting=max_waiting,
             )  # fmt: skip
         except BaseException:
             self._busy = False

@@ -21,14 +21,16 @@ import queue
 import threading
 from collections import deque
 from collections.abc import Callable, Generator, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Final, Unpack
+from typing import TYPE_CHECKING, Any, Final, Unpack
 
 from ..errors import LlamaClosedError, LlamaQueueFullError, LlamaRuntimeError
 from .chat_request import ChatOptions, ChatResult, ChatStream, render
 from .generation import GenerateOptions, Plan
 from .results import Cancellation, GenerationResult, Stream
 from .session import common_prefix
+from .state import load_context_state, save_context_state
 
 if TYPE_CHECKING:
     from .decoding import Job
@@ -120,6 +122,7 @@ class Slots:
         sidecar: Sidecar | None,
         planner: Planner,
         release: Callable[[], None],
+        identity: Callable[[], dict[str, Any]],
         *,
         max_waiting: int = DEFAULT_MAX_WAITING,
     ) -> None:
@@ -127,6 +130,8 @@ class Slots:
             raise ValueError("max_waiting must be >= 0")
         self.model, self._session, self._sidecar = model, session, sidecar
         self._planner, self._release, self.max_waiting = planner, release, max_waiting
+        self._identity = identity
+        self._controls: deque[tuple[Callable[[], Any], Future[Any]]] = deque()
         self.n_slots = len(session.sequences)
         # the decode loops load with the first generation, not with the runtime
         # (Context: see _steps)
@@ -229,6 +234,52 @@ class Slots:
         finally:
             ticket.cancel.cancel()  # nothing when it had ended
 
+    # ---- a slot's state, between steps ----------------------------------------------------
+
+    def save_slot(self, slot: int) -> bytes:
+        """What slot ``slot`` holds, as :meth:`Context.save_state` with ``seq=slot`` gives it
+        (the target's state and the speculative sidecar's): for :meth:`load_slot` here or in
+        slots of another context on the same model, release and speculative setup. The slot
+        must not be generating (else LlamaRuntimeError)."""
+        saved = self._between_steps(slot, lambda: save_context_state(
+            self._session, self._sidecar, self._identity(), slot
+        ))  # fmt: skip
+        return bytes(saved)
+
+    def load_slot(self, slot: int, state: bytes) -> None:
+        """Load a state from :meth:`save_slot` (or ``Context.save_state(seq=...)``) into slot
+        ``slot``, which then holds it (the next request sharing its prefix goes there);
+        :class:`LlamaStateError` when it was saved with another release, model or setup."""
+        self._between_steps(slot, lambda: load_context_state(
+            self._session, self._sidecar, self._identity(), state, None, slot
+        ))  # fmt: skip
+
+    def clear_slot(self, slot: int) -> None:
+        """Empty slot ``slot`` (it must not be generating)."""
+        self._between_steps(slot, lambda: self._session.clear(self._sidecar, slot))
+
+    def held_tokens(self, slot: int) -> int:
+        """How many tokens slot ``slot`` holds (read between steps)."""
+        return int(self._between_steps(slot, lambda: len(self._session.sequences[slot].tokens)))
+
+    def _between_steps(self, slot: int, call: Callable[[], Any]) -> Any:
+        """``call()`` on the slots' thread between two steps, while ``slot`` is idle."""
+        if isinstance(slot, bool) or not isinstance(slot, int) or not 0 <= slot < self.n_slots:
+            raise ValueError(f"slot must be an int in [0, {self.n_slots}), got {slot!r}")
+        done: Future[Any] = Future()
+
+        def guarded() -> Any:
+            if slot in self._tickets:
+                raise LlamaRuntimeError(f"slot {slot} is generating: try again when it ends")
+            return call()
+
+        with self._lock:
+            if self._closing:
+                raise LlamaClosedError("the slots are closed")
+            self._controls.append((guarded, done))
+            self._wake.notify()
+        return done.result()
+
     # ---- what the slots hold --------------------------------------------------------------
 
     @property
@@ -283,11 +334,15 @@ class Slots:
         try:
             while True:
                 with self._lock:
-                    while not self._waiting and not scheduler.jobs and not self._closing:
+                    while not (self._waiting or scheduler.jobs or self._closing or self._controls):
                         self._wake.wait()
-                    if self._closing and not self._waiting and not scheduler.jobs:
+                    controls = list(self._controls)
+                    self._controls.clear()
+                    if self._closing and not self._waiting and not scheduler.jobs and not controls:
                         return
                     admitted = self._assign()
+                for call, done in controls:
+                    _run_into(call, done)
                 for slot, ticket in admitted:
                     self._admit(slot, ticket)
                 if scheduler.jobs:
@@ -299,6 +354,8 @@ class Slots:
                 left = [*self._waiting, *self._tickets.values()]
                 self._waiting.clear()
                 self._tickets.clear()
+            for _, done in self._controls:
+                done.set_exception(LlamaClosedError("the slots' thread stopped"))
             for ticket in left:  # only after an error in this thread itself
                 ticket.out.put(_Ended(None, LlamaClosedError("the slots' thread stopped")))
 
@@ -365,6 +422,13 @@ class Slots:
         with self._lock:
             ticket = self._tickets.pop(slot)
         ticket.out.put(ended)
+
+
+def _run_into(call: Callable[[], Any], done: Future[Any]) -> None:
+    try:
+        done.set_result(call())
+    except BaseException as exc:  # the caller's thread raises it
+        done.set_exception(exc)
 
 
 def _replace_cancel(plan: Plan, cancel: Cancellation) -> Plan:

@@ -14,9 +14,11 @@ from __future__ import annotations
 import base64
 import hmac
 import json
+import re
 import struct
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any, Final, TypeVar
 
 import anyio
@@ -33,6 +35,8 @@ from ..errors import (
     LlamaChatParseError,
     LlamaClosedError,
     LlamaQueueFullError,
+    LlamaRuntimeError,
+    LlamaStateError,
     LlamaUnsupportedError,
 )
 from ..openai_format import create_chat_completion, create_completion
@@ -66,7 +70,9 @@ def _response_of(exc: BaseException) -> JSONResponse:
         )
     if isinstance(exc, LlamaChatParseError):  # the model's reply, not the request
         return error_response(500, str(exc), "server_error")
-    if isinstance(exc, TypeError | ValueError | LlamaUnsupportedError | ChatTemplateError):
+    if isinstance(
+        exc, TypeError | ValueError | LlamaUnsupportedError | ChatTemplateError | LlamaStateError
+    ):
         return error_response(400, str(exc), "invalid_request_error")
     return error_response(500, f"{type(exc).__name__}: {exc}", "server_error")
 
@@ -267,6 +273,52 @@ class Endpoints:
             return JSONResponse({"status": "stopping"}, status_code=503)
         return JSONResponse({"status": "ok", "slots": self.served.slots.n_slots})
 
+    async def slot_list(self, request: Request) -> Response:
+        slots = self.served.slots
+        stats = await anyio.to_thread.run_sync(slots.stats)
+        return JSONResponse([
+            {"id": s.slot, "busy": s.busy, "requests": s.requests,
+             "generated_tokens": s.generated_tokens, "acceptance_rate": s.acceptance_rate}
+            for s in stats
+        ])  # fmt: skip
+
+    async def slot_action(self, request: Request) -> Response:
+        """llama.cpp's server's slot actions: ``save`` and ``restore`` (a file in
+        ``--slot-save-path``, the speculative sidecar's state with the target's), ``erase``; a
+        slot generating is a 409, a state saved with another model or setup a 400."""
+        try:
+            return await self._slot_action(request)
+        except (LlamaStateError, LlamaClosedError):
+            raise
+        except LlamaRuntimeError as exc:
+            return error_response(409, str(exc), "invalid_request_error", code="slot_busy")
+
+    async def _slot_action(self, request: Request) -> Response:
+        slot, action = _slot_of(request), request.query_params.get("action")
+        slots = self.served.slots
+        if action == "erase":
+            held = await anyio.to_thread.run_sync(slots.held_tokens, slot)
+            await anyio.to_thread.run_sync(slots.clear_slot, slot)
+            return JSONResponse({"id_slot": slot, "n_erased": held})
+        if action not in ("save", "restore"):
+            raise BadRequest("action must be save, restore or erase", param="action")
+        path = _state_file(self.config.slot_save_path, await self._body(request))
+        if action == "save":
+            state = await anyio.to_thread.run_sync(slots.save_slot, slot)
+            await anyio.to_thread.run_sync(path.write_bytes, state)
+            held = await anyio.to_thread.run_sync(slots.held_tokens, slot)
+            return JSONResponse(
+                {"id_slot": slot, "filename": path.name, "n_saved": held, "n_written": len(state)}
+            )
+        if not path.is_file():
+            raise BadRequest(f"no saved slot named {path.name!r}", param="filename", status=404)
+        state = await anyio.to_thread.run_sync(path.read_bytes)
+        await anyio.to_thread.run_sync(slots.load_slot, slot, state)
+        held = await anyio.to_thread.run_sync(slots.held_tokens, slot)
+        return JSONResponse(
+            {"id_slot": slot, "filename": path.name, "n_restored": held, "n_read": len(state)}
+        )
+
     async def scrape(self, request: Request) -> Response:
         return Response(generate_latest(self.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
@@ -288,6 +340,8 @@ def create_app(served: ServedModel) -> Guard:
         Route("/v1/completions", ends.counted("completions", ends.completions), methods=["POST"]),
         Route("/v1/embeddings", ends.counted("embeddings", ends.embeddings), methods=["POST"]),
         Route("/v1/models", ends.counted("models", ends.models), methods=["GET"]),
+        Route("/slots", ends.counted("slots", ends.slot_list), methods=["GET"]),
+        Route("/slots/{slot}", ends.counted("slots", ends.slot_action), methods=["POST"]),
         Route("/health", ends.health, methods=["GET"]),
         Route("/metrics", ends.scrape, methods=["GET"]),
     ]
@@ -303,6 +357,29 @@ async def _not_found(request: Request, exc: Exception) -> Response:
 
 async def _not_allowed(request: Request, exc: Exception) -> Response:
     return error_response(405, f"{request.method} is not allowed here", "invalid_request_error")
+
+
+_STATE_NAME: Final = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
+
+
+def _slot_of(request: Request) -> int:
+    given = request.path_params["slot"]
+    if not given.isdigit():
+        raise BadRequest(f"no slot {given!r}", param="slot", status=404)
+    return int(given)
+
+
+def _state_file(folder: str | None, body: Mapping[str, Any]) -> Path:
+    """A slot state's file: a plain name in ``--slot-save-path`` (no folder, no ``..``)."""
+    if folder is None:
+        raise BadRequest("slot states need the server started with --slot-save-path DIR")
+    name = body.get("filename")
+    if not isinstance(name, str) or not _STATE_NAME.fullmatch(name):
+        raise BadRequest(
+            "filename must be a plain file name (letters, digits, '.', '_', '-')",
+            param="filename",
+        )
+    return Path(folder) / name
 
 
 def _encoded(vector: list[float], encoding: str) -> list[float] | str:

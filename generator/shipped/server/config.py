@@ -41,6 +41,7 @@ class ServerConfig:
     api_key: str | None = field(default=None, repr=False)
     chat_template: str | None = None  # a builtin format's name or Jinja text (default the GGUF's)
     chat_template_file: str | None = None  # a file of Jinja text
+    slot_save_path: str | None = None  # a folder: POST /slots/{id}?action=save|restore
     alias: str | None = None  # the model's id in requests and /v1/models (default: file stem)
     max_waiting: int = 64  # requests waiting for a slot; more: 503
     max_body_bytes: int = 16 * 1024 * 1024
@@ -99,6 +100,7 @@ def _parser() -> argparse.ArgumentParser:
     add("--api-key", help=f"require this key (also from ${API_KEY_VARIABLE})")
     add("--chat-template", help="the chat template: a builtin name (chatml) or Jinja text")
     add("--chat-template-file", help="the chat template's Jinja text from a file")
+    add("--slot-save-path", help="folder for slot states (POST /slots/ID?action=save|restore)")
     add("--alias", help="the model's id in requests (default: the file's stem)")
     add("--max-waiting", type=int, help="requests that may wait for a slot (default 64)")
     add("--max-body-bytes", type=int, help="largest request body (default 16 MiB)")
