@@ -299,8 +299,9 @@ def test_tools_with_a_forced_choice_and_a_full_queue(
     tree_pin: Path,
     tmp_path: Path,
 ) -> None:
-    """Functionary v3.2's template: a forced tool call comes back as OpenAI's tool_calls. One
-    slot and no queue: while a stream runs, another request is 503 with Retry-After."""
+    """Functionary v3.2's template: a forced tool call comes back as OpenAI's tool_calls; a
+    streamed reply the format cannot parse ends with an error event. One slot and no queue:
+    while a stream runs, another request is 503 with Retry-After."""
     template = tree_pin / "models" / "templates" / "meetkai-functionary-medium-v3.2.jinja"
     args = ["--model", str(bytes_models["partial"]), "--slots", "1", "--max-waiting", "0",
             "--ctx-size", "2048", "--chat-template-file", str(template)]  # fmt: skip
@@ -317,6 +318,13 @@ def test_tools_with_a_forced_choice_and_a_full_queue(
         assert call.function.name == "get_weather" and call.id
         jsonschema.validate(json.loads(call.function.arguments), TOOLS[0]["function"]["parameters"])
         assert answer.usage is not None and answer.usage.completion_tokens < 60
+        # without tools the model writes what functionary's format cannot parse: streamed, the
+        # refusal comes after the first events, as one last event with OpenAI's error body
+        with pytest.raises(openai.APIError, match="peg-native"):
+            for _ in tools_client.chat.completions.create(
+                model="partial", messages=WEATHER, max_tokens=40, temperature=0, stream=True
+            ):
+                pass
         body = {"prompt": "abc", "max_tokens": 1500, "temperature": 0, "stream": True}
         connection = http.client.HTTPConnection("127.0.0.1", live.port, timeout=60)
         connection.request("POST", "/v1/completions", body=json.dumps(body))

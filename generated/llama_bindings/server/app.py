@@ -181,13 +181,19 @@ async def _until_done(request: Request, call: Callable[[], T], cancel: Cancellat
 
 
 def _events(chunks: Any, cancel: Cancellation) -> AsyncIterator[str]:
-    """A stream's chunks as server-sent events' data, then ``[DONE]``; when the client leaves,
-    the request is cancelled (its slot ends it at the next step) and the stream closed."""
+    """A stream's chunks as server-sent events' data, then ``[DONE]``; an error after the first
+    event (the chat layer refusing the finished reply, say) is one last event with OpenAI's error
+    body, as llama.cpp's server sends it. When the client leaves, the request is cancelled (its
+    slot ends it at the next step) and the stream closed."""
 
     async def events() -> AsyncIterator[str]:
         try:
             while True:
-                chunk = await anyio.to_thread.run_sync(next, chunks, _END)
+                try:
+                    chunk = await anyio.to_thread.run_sync(next, chunks, _END)
+                except Exception as exc:  # after the headers: an error event
+                    yield bytes(_response_of(exc).body).decode("utf-8")
+                    return
                 if chunk is _END:
                     break
                 yield json.dumps(chunk, ensure_ascii=False, separators=(",", ":"))
