@@ -92,12 +92,12 @@ def peer_server_python(cache: Path) -> Path:
 
 # The conversations' shared opening: a few facts, then each conversation's first question.
 FACTS = (
-    "Answer in one or two short sentences, using only these facts about the Gull Point "
-    "Lighthouse Museum. It is open from Tuesday to Sunday, from ten in the morning to five in "
-    "the afternoon. An adult ticket costs eight pounds, a child ticket four pounds and a family "
-    "ticket twenty pounds, sold at the keeper's cottage. The tower is thirty-one metres high and "
-    "has one hundred and twelve steps. Dogs on a lead are welcome in the grounds and the cafe, "
-    "but not in the tower. The number 14 bus stops at the gate every hour."
+    "Here are some facts about the Gull Point Lighthouse Museum. It is open from Tuesday to "
+    "Sunday, from ten in the morning to five in the afternoon. An adult ticket costs eight pounds, "
+    "a child ticket four pounds and a family ticket twenty pounds, sold at the keeper's cottage. "
+    "The tower is thirty-one metres high and has one hundred and twelve steps. Dogs on a lead are "
+    "welcome in the grounds and the cafe, but not in the tower. The number 14 bus stops at the "
+    "gate every hour."
 )
 QUESTIONS = (
     "When is the museum open?",
@@ -118,7 +118,7 @@ def conversations(turns: int) -> list[list[str]]:
     out = []
     for k in range(N_CONVERSATIONS):
         qs = [QUESTIONS[(k + t) % len(QUESTIONS)] for t in range(turns)]
-        out.append([f"{FACTS}\n\n{qs[0]}", *qs[1:]])
+        out.append([f"{FACTS}\n\nAnswer in one sentence: {qs[0]}", *qs[1:]])
     return out
 
 
@@ -179,7 +179,10 @@ def command(setup: Setup, side: str, mode: Mode, port: int) -> tuple[list[str], 
         argv = [
             str(setup.llama_server / "llama-server"), "-m", model, "-np", str(setup.slots),
             "-c", str(setup.slots * setup.ctx_size), "--threads", str(setup.threads),
-            "--chat-template", mode.template, "--alias", MODEL_ID, *mode.llama_server, *net,
+            # --no-jinja: the name picks llama.cpp's built-in template, as ours does (with Jinja,
+            # its default, the name itself would be the template's text)
+            "--no-jinja", "--chat-template", mode.template, "--alias", MODEL_ID,
+            *mode.llama_server, *net,
         ]  # fmt: skip
         # our libllama and ggml first (its RUNPATH only supplies its own libllama-common)
         return argv, {"LD_LIBRARY_PATH": f"{setup.lib_dir}:{setup.llama_server}"}
@@ -433,7 +436,7 @@ def method(setup: Setup, repeats: int) -> str:
         f"non-streaming `chat.completions.create(temperature=0.0, max_tokens={setup.max_tokens})`"
         f"); each client runs one chat of {setup.turns} requests one after the other, appending "
         f"each reply to its messages. Client i has conversation i mod {N_CONVERSATIONS}: a "
-        "first message of a few facts (about 120 tokens) and a question, then other questions. "
+        "first message of a few facts and a question (about 145 tokens), then other questions. "
         "Per run: generated tokens/s = the completion tokens of every request (its `usage`) / "
         "the wall time from the first call to the last answer; latency p50 and p95 over the "
         "run's requests (linear between ranks). Every server starts once per repeat and mode "
@@ -445,8 +448,9 @@ def method(setup: Setup, repeats: int) -> str:
         f"--ctx-size {setup.ctx_size} --threads {setup.threads} --chat-template T` (its "
         "defaults otherwise: repacked CPU weights, flash attention auto); llama.cpp's "
         f"`llama-server -np {setup.slots} -c {setup.slots * setup.ctx_size} --threads "
-        f"{setup.threads} --chat-template T` built from the same tree (LD_LIBRARY_PATH at our "
-        "libraries; its defaults otherwise); llama-cpp-python 0.3.36's `python -m "
+        f"{setup.threads} --no-jinja --chat-template T` built from the same tree "
+        "(LD_LIBRARY_PATH at our libraries; its defaults otherwise); llama-cpp-python 0.3.36's "
+        "`python -m "
         f"llama_cpp.server --n_threads {setup.threads} --n_threads_batch {setup.threads} "
         "--chat_format T` (its package from the sdist, LLAMA_CPP_LIB_PATH at our libraries, "
         "its defaults otherwise: one `Llama`, n_ctx 2048, logits_all, requests one at a time). "
