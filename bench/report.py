@@ -382,6 +382,19 @@ def _acceptance_cell(a: dict[str, Any] | None) -> str:
     return f"{a['rate']:.3f} ({a['accepted']:.0f}/{a['drafted']:.0f})"
 
 
+SERVER_MODES = ("plain", "ngram-mod", "draft-mtp")
+
+
+def _by_clients(by: dict[str, Any]) -> list[tuple[str, Any]]:
+    """A side's per-client-count entries, fewest clients first (the JSON sorts them as text)."""
+    return sorted(by.items(), key=lambda kv: int(kv[0]))
+
+
+def _server_modes(sv: dict[str, Any]) -> list[tuple[str, Any]]:
+    order = {m: i for i, m in enumerate(SERVER_MODES)}
+    return sorted(sv["modes"].items(), key=lambda kv: order.get(kv[0], len(order)))
+
+
 def _server_lines(sv: dict[str, Any]) -> list[str]:
     lines = ["## Server: OpenAI-compatible servers under concurrent chat clients", "", sv["method"]]
     lines += ["", f"Models: {sv['models']}. Peers: {sv['peers']}."]
@@ -392,7 +405,7 @@ def _server_lines(sv: dict[str, Any]) -> list[str]:
         f"The section took {sv['wall_seconds']:.0f} s on {sv['cpu_count']} CPU(s) shared with "
         f"other work; load average at its end {sv['load_average_end']}.",
     ]
-    for mode, m in sv["modes"].items():
+    for mode, m in _server_modes(sv):
         lines += [
             "",
             f"### {mode}",
@@ -402,7 +415,7 @@ def _server_lines(sv: dict[str, Any]) -> list[str]:
             "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for side, by in m["sides"].items():
-            for clients, r in by.items():
+            for clients, r in _by_clients(by):
                 equal, total = r["replies_equal_reference"]
                 lines.append(
                     f"| {side} | {clients} | {_fmt(r['tokens_per_second'], 1)} | "
@@ -419,12 +432,12 @@ def _server_lines(sv: dict[str, Any]) -> list[str]:
                 "|---|---|---|---|---|",
             ]
             for peer, by in m["ours_over"].items():
-                for clients, r in by.items():
+                for clients, r in _by_clients(by):
                     lines.append(
                         f"| ours / {peer} | {clients} | **{_fmt(r['tokens_per_second'])}** | "
                         f"{_fmt(r['latency_p50'])} | {_fmt(r['latency_p95'])} |"
                     )
-        for clients, r in m["sides"].get("ours", {}).items():
+        for clients, r in _by_clients(m["sides"].get("ours", {})):
             if r["slot_acceptance"]:
                 per = ", ".join(
                     f"{slot}: {s['rate']:.2f}" for slot, s in r["slot_acceptance"].items()
@@ -569,8 +582,8 @@ def _panels(sections: dict[str, Any]) -> list[Panel]:
         panels.append((labels, stats, title, 1))
     if "server" in sections:
         modes = sections["server"]["modes"]
-        keys = [(mode, peer, c) for mode, m in modes.items()
-                for peer, by in m["ours_over"].items() for c in by]  # fmt: skip
+        keys = [(mode, peer, c) for mode, m in _server_modes(sections["server"])
+                for peer, by in m["ours_over"].items() for c, _ in _by_clients(by)]  # fmt: skip
         labels = [f"{mode}:{peer}:x{c}" for mode, peer, c in keys]
         stats = [modes[mode]["ours_over"][peer][c]["tokens_per_second"] for mode, peer, c in keys]
         title = "server: generated tokens/s, ours / peer at N clients (higher: ours faster)"

@@ -436,7 +436,7 @@ def method(setup: Setup, repeats: int) -> str:
         f"non-streaming `chat.completions.create(temperature=0.0, max_tokens={setup.max_tokens})`"
         f"); each client runs one chat of {setup.turns} requests one after the other, appending "
         f"each reply to its messages. Client i has conversation i mod {N_CONVERSATIONS}: a "
-        "first message of a few facts and a question (about 145 tokens), then other questions. "
+        "first message of a few facts and a question, then other questions. "
         "Per run: generated tokens/s = the completion tokens of every request (its `usage`) / "
         "the wall time from the first call to the last answer; latency p50 and p95 over the "
         "run's requests (linear between ranks). Every server starts once per repeat and mode "
