@@ -22,17 +22,20 @@ PROMPTS = [[3, 4, 5], [10, 11], [20, 21, 22, 23], [3, 4, 9], [40, 41, 42, 40, 41
 REPLY = 10
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(
+    ("mode", "unified"),
+    [*((mode, False) for mode in MODES), ("none", True), ("ngram-mod+draft-mtp", True)],
+)
 def test_requests_from_threads_equal_each_alone(
-    runtime: Any, libs: Any, models: dict[str, Path], mode: str
+    runtime: Any, libs: Any, models: dict[str, Path], mode: str, unified: bool
 ) -> None:
     """Six requests from six threads into three slots (so some wait), each with log-
     probabilities: every reply is that prompt's alone, and no slot accepts fewer drafts than the
-    same requests alone."""
+    same requests alone; with a KV buffer per slot and with one for all (the server's)."""
     with context_factory(runtime, libs, models, mode) as make:
         ctx = make()
         alone = [ctx.generate(p, max_tokens=REPLY, logprobs=2, reuse_prefix=False) for p in PROMPTS]
-    with context_factory(runtime, libs, models, mode, n_seq=3) as make:
+    with context_factory(runtime, libs, models, mode, n_seq=3, kv_unified=unified) as make:
         with make().slots() as slots:
             with ThreadPoolExecutor(len(PROMPTS)) as pool:
                 together = list(
@@ -128,6 +131,7 @@ def test_a_full_queue_and_bad_requests(runtime: Any, libs: Any, models: dict[str
                 slots.generate(PROMPTS[1], max_tokens=2)
             with pytest.raises(ValueError, match="does not fit"):
                 slots.generate(list(range(3, 600)), max_tokens=2)
+            assert slots.n_ctx == 512
             with pytest.raises(TypeError, match="unexpected generation option"):
                 slots.generate(PROMPTS[1], max_tokenz=2)
             with pytest.raises(runtime.LlamaRuntimeError, match="generating already"):

@@ -63,6 +63,7 @@ class ServedModel:
         context_options: dict[str, Any] = {
             "n_ctx": config.ctx_size * config.slots,
             "n_seq_max": config.slots,
+            "kv_unified": config.kv_unified,
             "speculative": speculative_of(config, draft),
         }
         for setting, option in (

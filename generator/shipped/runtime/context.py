@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Generator, Mapping, Sequence
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Unpack, cast
+from typing import TYPE_CHECKING, Any, Unpack
 
 from .._about import MTP_API
 from ..constants import SpeculativeMode
@@ -36,7 +36,7 @@ from .embeddings import embed_each_token, embed_pooled, pooling_of
 from .generation import GenerateOptions, Plan, plan_request
 from .llama_log import LLAMA_LOG
 from .model import Model
-from .results import LOGGER, ChatMessages, GenerationResult, Stream
+from .results import LOGGER, ChatMessages, GenerationResult, Stream, run_to_end
 from .session import NativeSession
 from .slots import Slots
 from .speculative import Sidecar, SpeculativeDecoding, mtp_wrapper
@@ -434,7 +434,7 @@ class Context:
         the release's speculative decoding takes media rows (else
         :class:`LlamaUnsupportedError`).
         """
-        return _run_all(self._steps(self._plan(prompt, options)))
+        return run_to_end(self._steps(self._plan(prompt, options)))
 
     def generate_batch(
         self, prompts: Sequence[str | Sequence[int]], **options: Unpack[GenerateOptions]
@@ -498,7 +498,7 @@ class Context:
         request = render(self.model, self._sidecar, messages, options)
         try:
             plan = request.plan(self._plan(request.prompt, request.options))
-            return request.result(_run_all(self._steps(plan)))
+            return request.result(run_to_end(self._steps(plan)))
         finally:
             request.close()
 
@@ -579,12 +579,3 @@ class Context:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _run_all(steps: Generator[str, None, GenerationResult]) -> GenerationResult:
-    """Run a generation's steps to their end; its result."""
-    while True:
-        try:
-            next(steps)
-        except StopIteration as done:
-            return cast(GenerationResult, done.value)

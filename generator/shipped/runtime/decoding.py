@@ -352,9 +352,17 @@ class SequenceScheduler:
     ends keeps what its sequence holds, with a checkpoint where it ends."""
 
     def __init__(
-        self, model: Model, n_ctx: int, session: NativeSession, sidecar: Sidecar | None
+        self,
+        model: Model,
+        n_ctx: int,
+        session: NativeSession,
+        sidecar: Sidecar | None,
+        room: int | None = None,
     ) -> None:
+        """``room``: the cells a sequence may fill (default: llama.cpp's per sequence, all of
+        them with a unified KV cache)."""
         self.model, self.n_ctx, self.session, self.sidecar = model, n_ctx, session, sidecar
+        self.room = session.room if room is None else min(room, session.room)
         llama = session.llama
         n_batch = int(llama.llama_n_batch(session.handle))
         self.batch = llama.llama_batch_init(max(n_batch, len(session.sequences)), 0, 1)
@@ -426,7 +434,7 @@ class SequenceScheduler:
     def _room(self, seq: int) -> int:
         """The cells sequence ``seq`` has for positions (a media item may take more cells
         than positions)."""
-        return self.session.room - self.session.sequences[seq].extra_cells
+        return self.room - self.session.sequences[seq].extra_cells
 
     def step(self) -> list[Job]:
         """One step of every generation going (one cancelled since is ended first); the

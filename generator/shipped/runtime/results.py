@@ -9,7 +9,7 @@ import logging
 import threading
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from .._about import LLAMA_CPP_RELEASE
 from ..constants import SpeculativeMode
@@ -184,6 +184,15 @@ class Cancellation:
 
 
 TokenCallback = Callable[[int, str], None]
+
+
+def run_to_end(steps: Generator[str, None, GenerationResult]) -> GenerationResult:
+    """Run a generation's steps to their end; its result."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return cast(GenerationResult, done.value)
 
 
 class Stream:

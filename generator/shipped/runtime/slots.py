@@ -26,9 +26,9 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final, Unpack
 
 from ..errors import LlamaClosedError, LlamaQueueFullError, LlamaRuntimeError
-from .chat_request import ChatOptions, ChatResult, ChatStream, render
+from .chat_request import ChatOptions, ChatRequest, ChatResult, ChatStream, render
 from .generation import GenerateOptions, Plan
-from .results import Cancellation, GenerationResult, Stream
+from .results import Cancellation, GenerationResult, Stream, run_to_end
 from .session import common_prefix
 from .state import load_context_state, save_context_state
 
@@ -138,7 +138,10 @@ class Slots:
         from .decoding import SequenceScheduler, log_metrics
 
         self._log_metrics = log_metrics
-        self._scheduler = SequenceScheduler(model, n_ctx, session, sidecar)
+        # a slot's share of the cells: with a unified KV cache llama.cpp lets any sequence fill
+        # them all, and a slot that did would leave the others none
+        self._room = min(session.room, n_ctx // self.n_slots)
+        self._scheduler = SequenceScheduler(model, n_ctx, session, sidecar, self._room)
         self._waiting: deque[_Ticket] = deque()
         self._tickets: dict[int, _Ticket] = {}  # slot -> its request
         self._last_used = dict.fromkeys(range(self.n_slots), 0)
@@ -164,14 +167,25 @@ class Slots:
         self, prompt: str | Sequence[int] | MediaPrompt, **options: Unpack[GenerateOptions]
     ) -> GenerationResult:
         """:meth:`Context.generate` in a slot (blocks until it ends)."""
-        stream = self.stream(prompt, **options)
-        for _ in stream:
-            pass
-        assert stream.result is not None
-        return stream.result
+        return run_to_end(self._pieces(self._submit(self._plan(prompt, options))))
 
     def stream_chat(self, messages: ChatMessages, **options: Unpack[ChatOptions]) -> ChatStream:
         """:meth:`Context.stream_chat` in a slot (the chat rendered and checked here)."""
+        request, ticket = self._submit_chat(messages, options)
+        return ChatStream(self._pieces(ticket), request)
+
+    def chat(self, messages: ChatMessages, **options: Unpack[ChatOptions]) -> ChatResult:
+        """:meth:`Context.chat` in a slot (blocks until it ends): the reply parsed once, at its
+        end, as :meth:`Context.chat` parses it (not as a stream, which parses it every step)."""
+        request, ticket = self._submit_chat(messages, options)
+        try:
+            return request.result(run_to_end(self._pieces(ticket)))
+        finally:
+            request.close()
+
+    def _submit_chat(
+        self, messages: ChatMessages, options: ChatOptions
+    ) -> tuple[ChatRequest, _Ticket]:
         with self._plan_lock:
             request = render(self.model, self._sidecar, messages, options)
             try:
@@ -180,19 +194,10 @@ class Slots:
                 request.close()
                 raise
         try:
-            ticket = self._submit(plan)
+            return request, self._submit(plan)
         except BaseException:
             request.close()
             raise
-        return ChatStream(self._pieces(ticket), request)
-
-    def chat(self, messages: ChatMessages, **options: Unpack[ChatOptions]) -> ChatResult:
-        """:meth:`Context.chat` in a slot (blocks until it ends)."""
-        stream = self.stream_chat(messages, **options)
-        for _ in stream:
-            pass
-        assert stream.result is not None
-        return stream.result
 
     def _plan(self, prompt: str | Sequence[int] | MediaPrompt, options: GenerateOptions) -> Plan:
         with self._plan_lock:
@@ -203,6 +208,9 @@ class Slots:
             raise LlamaRuntimeError(
                 "slots take no sampler=, on_token= or aLoRA (a slot's request is read as a stream)"
             )
+        cells = len(plan.tokens) + (plan.media.extra_cells if plan.media is not None else 0)
+        if cells >= self._room:
+            raise ValueError(f"the prompt ({cells} cells) does not fit a slot's {self._room} cells")
         cancel = _EitherCancellation(plan.cancel)
         ticket = _Ticket(_replace_cancel(plan, cancel), cancel)
         with self._lock:
@@ -284,8 +292,9 @@ class Slots:
 
     @property
     def n_ctx(self) -> int:
-        """The cells one slot holds (its prompt and its reply)."""
-        return self._session.room
+        """The cells one slot holds (its prompt and its reply): the context's ``n_ctx`` shared
+        out among the slots."""
+        return self._room
 
     @property
     def waiting(self) -> int:

@@ -35,6 +35,7 @@ class ServerConfig:
     threads: int | None = None
     batch_size: int | None = None  # the logical batch (default: the runtime's)
     ubatch_size: int | None = None  # the physical batch (1, with repack off: batch-independent)
+    kv_unified: bool = True  # one KV buffer for every slot (False: one per slot)
     repack: bool = True  # False: Model(use_extra_bufts=False), batch-independent logits on CPU
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
@@ -92,6 +93,9 @@ def _parser() -> argparse.ArgumentParser:
     add("--threads", "-t", type=int, help="CPU threads (default: the runtime's)")
     add("--batch-size", "-b", type=int, help="logical batch (default: the runtime's, 512)")
     add("--ubatch-size", "-ub", type=int, help="physical batch (default: the logical batch)")
+    add("--no-kv-unified", dest="kv_unified", action="store_false",
+        help="a KV buffer per slot instead of one for all (llama.cpp's default for contexts; "
+        "one shared buffer decodes many slots faster)")  # fmt: skip
     add("--no-repack", dest="repack", action="store_false",
         help="keep the CPU weights as stored (llama.cpp repacks them by default): each reply is "
         "then the same whatever else the slots run, at some speed")  # fmt: skip
