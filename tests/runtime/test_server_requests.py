@@ -117,3 +117,19 @@ def test_completion_and_embedding_inputs(server: Any) -> None:
     ):
         with pytest.raises(server.BadRequest):
             server.check_embeddings(bad, "m")
+
+
+@pytest.mark.parametrize(("extra", "warned"), [([], True), (["--api-key", "k"], False)])
+def test_a_non_loopback_bind_without_a_key_warns(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, extra: list[str], warned: bool
+) -> None:
+    """The warning comes before anything loads; a model that is not there then ends the command
+    with its reason (1), never a bound port."""
+    committed_runtime()
+    main = importlib.import_module("llama_bindings.server.cli").main
+    missing = str(tmp_path / "none.gguf")
+    assert main(["--model", missing, "--host", "0.0.0.0", *extra]) == 1
+    err = capsys.readouterr().err
+    assert ("WARNING: serving on 0.0.0.0" in err) is warned
+    assert err.splitlines()[-1].startswith("llama-bindings serve: ")  # the reason
+    assert "serving 'none'" not in err  # nothing was served
