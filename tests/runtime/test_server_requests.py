@@ -53,6 +53,7 @@ def test_the_key_comes_from_the_environment_unless_given(config: Any) -> None:
         (["-m", "m.gguf", "--slots", "0"], None, "slots must be >= 1"),
         ([], 'model = "m.gguf"\nslot = 2\n', "unknown setting"),
         (["-m", "m", "--chat-template", "chatml", "--chat-template-file", "t"], None, "not both"),
+        (["-m", "m", "--speculative", "ngram-mod+eagle"], None, "unknown speculative mode 'eagle'"),
     ],
 )
 def test_wrong_settings(

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Final
 
+from ..constants import SpeculativeMode
+
 API_KEY_VARIABLE: Final = "LLAMA_BINDINGS_API_KEY"
 DEFAULT_HOST: Final = "127.0.0.1"
 DEFAULT_PORT: Final = 8080  # llama.cpp's llama-server's
@@ -52,6 +54,13 @@ class ServerConfig:
         for name in ("slots", "ctx_size", "port"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be >= 1")
+        known = [mode.value for mode in SpeculativeMode]
+        for mode in self.speculative.split("+"):
+            if mode.strip() not in known:
+                raise ValueError(
+                    f"unknown speculative mode {mode.strip()!r}: one of {', '.join(known)}, or "
+                    "several joined with '+'"
+                )
         if self.chat_template is not None and self.chat_template_file is not None:
             raise ValueError("--chat-template or --chat-template-file, not both")
         for name in ("max_waiting", "max_body_bytes"):
