@@ -45,6 +45,11 @@ class LlamaQueueFullError(LlamaRuntimeError):
     are waiting: try again later (a server answers 503)."""
 
 
+class LlamaSlotBusyError(LlamaRuntimeError):
+    """A slot of a context's :class:`Slots` is generating: its state can be saved, loaded or
+    cleared once the request ends (a server answers 409)."""
+
+
 class LlamaSchemaError(LlamaRuntimeError, ValueError):
     """A JSON schema that is invalid, or that llama.cpp cannot turn into a grammar (its message
     says why)."""

@@ -56,6 +56,7 @@ PUBLIC = (
     "LlamaRpcVersionError",
     "LlamaRuntimeError",
     "LlamaSchemaError",
+    "LlamaSlotBusyError",
     "LlamaStateError",
     "LlamaUnsupportedError",
     "LoraAdapter",

@@ -425,22 +425,19 @@ class SequenceScheduler:
         sidecar.begin([t for t in head if t >= 0], seq)
         run.prompt_done()
         job.stepper = _Stepper(session, sidecar, seq, job.sampler, run)
-        id_last = tokens[-1]
-        if after_media:
-            id_last = int(session.llama.llama_sampler_sample(job.sampler, session.handle, row))
-            run.steps += 1
-            if not run.emit(id_last, session.logprob(run.top_logprobs, id_last, row)):
-                return
-        job.going = (id_last, len(session.sequences[seq].tokens))
+        n_past = len(session.sequences[seq].tokens)
+        if after_media and not _take(session, run, job.sampler, row, n_past, self._room(seq)):
+            return
+        job.going = (run.tokens[-1] if after_media else tokens[-1], n_past)
 
     def _room(self, seq: int) -> int:
         """The cells sequence ``seq`` has for positions (a media item may take more cells
         than positions)."""
         return self.room - self.session.sequences[seq].extra_cells
 
-    def step(self) -> list[Job]:
-        """One step of every generation going (one cancelled since is ended first); the
-        generations that ended in it, each with its result."""
+    def step(self) -> None:
+        """One step of every generation going (one cancelled since is ended first); each that
+        ends gets its result."""
         going = [job for job in self.jobs.values() if job.going is not None]
         for job in going:
             if job.run.cancelled():
@@ -454,7 +451,6 @@ class SequenceScheduler:
         for job in going:
             if job.going is None:
                 self._finish(job)
-        return [job for job in going if job.result is not None]
 
     def _step_plain(self, jobs: list[Job]) -> None:
         session = self.session

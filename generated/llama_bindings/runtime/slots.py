@@ -27,7 +27,12 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final, Unpack
 
-from ..errors import LlamaClosedError, LlamaQueueFullError, LlamaRuntimeError
+from ..errors import (
+    LlamaClosedError,
+    LlamaQueueFullError,
+    LlamaRuntimeError,
+    LlamaSlotBusyError,
+)
 from .chat_request import ChatOptions, ChatRequest, ChatResult, ChatStream, render
 from .generation import GenerateOptions, Plan
 from .results import Cancellation, GenerationResult, Stream, run_to_end
@@ -72,7 +77,6 @@ class _Ticket:
     plan: Plan
     cancel: _EitherCancellation
     out: queue.SimpleQueue[str | _Ended] = field(default_factory=queue.SimpleQueue)
-    slot: int | None = None
 
 
 @dataclass
@@ -210,11 +214,12 @@ class Slots:
             raise LlamaRuntimeError(
                 "slots take no sampler=, on_token= or aLoRA (a slot's request is read as a stream)"
             )
-        cells = len(plan.tokens) + (plan.media.extra_cells if plan.media is not None else 0)
-        if cells >= self._room:
-            raise ValueError(f"the prompt ({cells} cells) does not fit a slot's {self._room} cells")
+        if plan.cells >= self._room:
+            raise ValueError(
+                f"the prompt ({plan.cells} cells) does not fit a slot's {self._room} cells"
+            )
         cancel = _EitherCancellation(plan.cancel)
-        ticket = _Ticket(_replace_cancel(plan, cancel), cancel)
+        ticket = _Ticket(replace(plan, cancel=cancel), cancel)
         with self._lock:
             if self._closing:
                 raise LlamaClosedError("the slots are closed")
@@ -250,7 +255,7 @@ class Slots:
         """What slot ``slot`` holds, as :meth:`Context.save_state` with ``seq=slot`` gives it
         (the target's state and the speculative sidecar's): for :meth:`load_slot` here or in
         slots of another context on the same model, release and speculative setup. The slot
-        must not be generating (else LlamaRuntimeError)."""
+        must not be generating (else :class:`LlamaSlotBusyError`)."""
         saved = self._between_steps(slot, lambda: save_context_state(
             self._session, self._sidecar, self._identity(), slot
         ))  # fmt: skip
@@ -280,7 +285,7 @@ class Slots:
 
         def guarded() -> Any:
             if slot in self._tickets:
-                raise LlamaRuntimeError(f"slot {slot} is generating: try again when it ends")
+                raise LlamaSlotBusyError(f"slot {slot} is generating: try again when it ends")
             return call()
 
         with self._lock:
@@ -385,7 +390,6 @@ class Slots:
                 ),
             )
             self._last_used[slot] = next(self._clock)
-            ticket.slot = slot
             self._tickets[slot] = ticket
             admitted.append((slot, ticket))
         return admitted
@@ -440,7 +444,3 @@ def _run_into(call: Callable[[], Any], done: Future[Any]) -> None:
         done.set_result(call())
     except BaseException as exc:  # the caller's thread raises it
         done.set_exception(exc)
-
-
-def _replace_cancel(plan: Plan, cancel: Cancellation) -> Plan:
-    return replace(plan, cancel=cancel)

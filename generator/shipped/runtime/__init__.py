@@ -62,6 +62,7 @@ from ..errors import LlamaRpcUnreachableError as LlamaRpcUnreachableError
 from ..errors import LlamaRpcVersionError as LlamaRpcVersionError
 from ..errors import LlamaRuntimeError as LlamaRuntimeError
 from ..errors import LlamaSchemaError as LlamaSchemaError
+from ..errors import LlamaSlotBusyError as LlamaSlotBusyError
 from ..errors import LlamaStateError as LlamaStateError
 from ..errors import LlamaUnsupportedError as LlamaUnsupportedError
 from ..lifetimes import NativeObject as NativeObject

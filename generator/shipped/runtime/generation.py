@@ -257,6 +257,11 @@ class Plan:
     preserved: frozenset[int] = frozenset()
 
     @property
+    def cells(self) -> int:
+        """The KV cells the prompt fills (a media item may fill more than its positions)."""
+        return len(self.tokens) + (self.media.extra_cells if self.media is not None else 0)
+
+    @property
     def lora_from(self) -> int:
         """The first position this generation computes with the LoRA adapters (0: all)."""
         return self.alora[0] if self.alora is not None else 0
@@ -317,12 +322,13 @@ def plan_request(
     if media is not None:
         prompt = tokenize_media(model, sidecar, prompt, media, parse_special=False)
     media_prompt, tokens = _prompt_tokens(model, prompt)
-    _check_room(session, len(tokens) + (media_prompt.extra_cells if media_prompt else 0))
-    return Plan(
+    plan = Plan(
         tokens, max_tokens, stop_sequences(options.get("stop")), options.get("on_token"),
         options.get("cancel"), sampling, sampler, grammar, reuse_prefix, logprobs,
         media_prompt, _alora(adapters, tokens),
     )  # fmt: skip
+    _check_room(session, plan.cells)
+    return plan
 
 
 def grammar_of(model: Model, options: GenerateOptions) -> Grammar | None:
