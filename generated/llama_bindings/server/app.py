@@ -37,7 +37,7 @@ from ..errors import (
     LlamaChatParseError,
     LlamaClosedError,
     LlamaQueueFullError,
-    LlamaRuntimeError,
+    LlamaSlotBusyError,
     LlamaStateError,
     LlamaUnsupportedError,
 )
@@ -70,6 +70,8 @@ def _response_of(exc: BaseException) -> JSONResponse:
         return error_response(
             503, str(exc), "unavailable_error", code="overloaded", headers={"Retry-After": "1"}
         )
+    if isinstance(exc, LlamaSlotBusyError):
+        return error_response(409, str(exc), "invalid_request_error", code="slot_busy")
     if isinstance(exc, LlamaChatParseError):  # the model's reply, not the request
         return error_response(500, str(exc), "server_error")
     if isinstance(
@@ -128,21 +130,21 @@ class Guard:
                 )  # fmt: skip
         length = headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
-            return _too_large(self.max_body_bytes)
+            return error_response(
+                413, _too_large_message(self.max_body_bytes), "invalid_request_error",
+                code="request_too_large",
+            )  # fmt: skip
         return None
 
 
-def _too_large(limit: int) -> JSONResponse:
-    return error_response(
-        413, f"the request body is over the server's limit ({limit} bytes)",
-        "invalid_request_error", code="request_too_large",
-    )  # fmt: skip
+def _too_large_message(limit: int) -> str:
+    return f"the request body is over the server's limit ({limit} bytes)"
 
 
 async def _json_body(request: Request, limit: int) -> dict[str, Any]:
     raw = await request.body()
     if request.scope.get(_TOO_LARGE):
-        raise _Answered(_too_large(limit))
+        raise BadRequest(_too_large_message(limit), status=413, code="request_too_large")
     try:
         body = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -150,12 +152,6 @@ async def _json_body(request: Request, limit: int) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise BadRequest("the body must be a JSON object")
     return body
-
-
-class _Answered(Exception):
-    def __init__(self, response: Response) -> None:
-        super().__init__("answered")
-        self.response = response
 
 
 async def _until_done(request: Request, call: Callable[[], T], cancel: Cancellation) -> T:
@@ -180,30 +176,26 @@ async def _until_done(request: Request, call: Callable[[], T], cancel: Cancellat
     return result[0]
 
 
-def _events(chunks: Any, cancel: Cancellation) -> AsyncIterator[str]:
+async def _events(chunks: Any, cancel: Cancellation) -> AsyncIterator[str]:
     """A stream's chunks as server-sent events' data, then ``[DONE]``; an error after the first
     event (the chat layer refusing the finished reply, say) is one last event with OpenAI's error
     body, as llama.cpp's server sends it. When the client leaves, the request is cancelled (its
     slot ends it at the next step) and the stream closed."""
-
-    async def events() -> AsyncIterator[str]:
-        try:
-            while True:
-                try:
-                    chunk = await anyio.to_thread.run_sync(next, chunks, _END)
-                except Exception as exc:  # after the headers: an error event
-                    yield bytes(_response_of(exc).body).decode("utf-8")
-                    return
-                if chunk is _END:
-                    break
-                yield json.dumps(chunk, ensure_ascii=False, separators=(",", ":"))
-            yield "[DONE]"
-        finally:
-            cancel.cancel()
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(chunks.close)
-
-    return events()
+    try:
+        while True:
+            try:
+                chunk = await anyio.to_thread.run_sync(next, chunks, _END)
+            except Exception as exc:  # after the headers: an error event
+                yield bytes(_response_of(exc).body).decode("utf-8")
+                return
+            if chunk is _END:
+                break
+            yield json.dumps(chunk, ensure_ascii=False, separators=(",", ":"))
+        yield "[DONE]"
+    finally:
+        cancel.cancel()
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(chunks.close)
 
 
 class Endpoints:
@@ -220,8 +212,6 @@ class Endpoints:
         async def answer(request: Request) -> Response:
             try:
                 response = await handler(request)
-            except _Answered as answered:
-                response = answered.response
             except Exception as exc:
                 response = _response_of(exc)
             self.metrics.requests.labels(name, str(response.status_code)).inc()
@@ -259,11 +249,7 @@ class Endpoints:
 
     async def embeddings(self, request: Request) -> Response:
         inputs, encoding = check_embeddings(await self._body(request), self.config.model_id)
-        served = self.served
-        vectors = await anyio.to_thread.run_sync(served.embed, inputs)
-        tokens = sum(
-            len(i) if isinstance(i, list) else len(served.model.tokenize(i)) for i in inputs
-        )
+        vectors, tokens = await anyio.to_thread.run_sync(self.served.embed, inputs)
         data = [
             {"object": "embedding", "index": i, "embedding": _encoded(vector, encoding)}
             for i, vector in enumerate(vectors)
@@ -294,14 +280,6 @@ class Endpoints:
         """llama.cpp's server's slot actions: ``save`` and ``restore`` (a file in
         ``--slot-save-path``, the speculative sidecar's state with the target's), ``erase``; a
         slot generating is a 409, a state saved with another model or setup a 400."""
-        try:
-            return await self._slot_action(request)
-        except (LlamaStateError, LlamaClosedError):
-            raise
-        except LlamaRuntimeError as exc:
-            return error_response(409, str(exc), "invalid_request_error", code="slot_busy")
-
-    async def _slot_action(self, request: Request) -> Response:
         slot, action = _slot_of(request), request.query_params.get("action")
         slots = self.served.slots
         if action == "erase":

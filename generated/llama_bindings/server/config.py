@@ -56,18 +56,26 @@ class ServerConfig:
         for name in ("slots", "ctx_size", "port"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be >= 1")
-        known = [mode.value for mode in SpeculativeMode]
-        for mode in self.speculative.split("+"):
-            if mode.strip() not in known:
-                raise ValueError(
-                    f"unknown speculative mode {mode.strip()!r}: one of {', '.join(known)}, or "
-                    "several joined with '+'"
-                )
+        self.modes  # noqa: B018  (an unknown mode raises here, before anything loads)
         if self.chat_template is not None and self.chat_template_file is not None:
             raise ValueError("--chat-template or --chat-template-file, not both")
         for name in ("max_waiting", "max_body_bytes"):
             if int(getattr(self, name)) < 0:
                 raise ValueError(f"{name} must be >= 0")
+
+    @property
+    def modes(self) -> tuple[SpeculativeMode, ...]:
+        """``speculative``: a mode, or modes joined with ``+`` (ValueError naming the known
+        ones for any other)."""
+        known = [mode.value for mode in SpeculativeMode]
+        modes = [mode.strip() for mode in self.speculative.split("+")]
+        for mode in modes:
+            if mode not in known:
+                raise ValueError(
+                    f"unknown speculative mode {mode!r}: one of {', '.join(known)}, or several "
+                    "joined with '+'"
+                )
+        return tuple(SpeculativeMode(mode) for mode in modes)
 
     @property
     def template(self) -> str | None:

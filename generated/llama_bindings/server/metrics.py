@@ -29,18 +29,18 @@ class SlotsCollector(Collector):
         yield GaugeMetricFamily(
             "llama_bindings_slots_busy", "slots generating", value=sum(s.busy for s in stats)
         )
-        per_slot = {
-            "requests": ("requests ended", "requests"),
-            "prompt_tokens": ("prompt tokens", "prompt_tokens"),
-            "reused_prompt_tokens": ("prompt tokens the slot held already", "reused_prompt_tokens"),
-            "generated_tokens": ("generated tokens", "generated_tokens"),
-            "drafted_tokens": ("drafted tokens", "drafted_tokens"),
-            "accepted_tokens": ("accepted draft tokens", "accepted_tokens"),
+        per_slot = {  # SlotStats' field: what it counts
+            "requests": "requests ended",
+            "prompt_tokens": "prompt tokens",
+            "reused_prompt_tokens": "prompt tokens the slot held already",
+            "generated_tokens": "generated tokens",
+            "drafted_tokens": "drafted tokens",
+            "accepted_tokens": "accepted draft tokens",
         }
-        for name, (text, field) in per_slot.items():
+        for name, text in per_slot.items():
             family = CounterMetricFamily(f"llama_bindings_{name}", text, labels=["slot"])
             for s in stats:
-                family.add_metric([str(s.slot)], getattr(s, field))
+                family.add_metric([str(s.slot)], getattr(s, name))
             yield family
         rate = GaugeMetricFamily(
             "llama_bindings_acceptance_rate", "accepted / drafted tokens", labels=["slot"]

@@ -73,9 +73,8 @@ def check_chat(body: Mapping[str, Any], model_id: str) -> Checked:
         _integer("max_completion_tokens", given, 1)
     if "logprobs" in options and not isinstance(options["logprobs"], bool):
         raise BadRequest("logprobs must be true or false", param="logprobs")
-    for name in ("tools",):
-        if name in options and not isinstance(options[name], list):
-            raise BadRequest(f"{name} must be an array", param=name)
+    if "tools" in options and not isinstance(options["tools"], list):
+        raise BadRequest("tools must be an array", param="tools")
     return Checked(messages, _stream(body), options)
 
 

@@ -15,14 +15,9 @@ from ..runtime import Context, Model, Slots, SpeculativeDecoding, SpeculativeMod
 from .config import ServerConfig, lora_of
 
 
-def modes_of(config: ServerConfig) -> list[SpeculativeMode]:
-    """``config.speculative``: a mode, or modes joined with ``+`` (ValueError: not a mode)."""
-    return [SpeculativeMode(kind.strip()) for kind in config.speculative.split("+")]
-
-
 def speculative_of(config: ServerConfig, draft: Model | None) -> SpeculativeDecoding:
     """``config.speculative`` as the runtime's options."""
-    kinds = modes_of(config)
+    kinds = list(config.modes)
     options: dict[str, Any] = {}
     if config.draft_max is not None:
         options["draft_token_max"] = config.draft_max
@@ -52,7 +47,7 @@ class ServedModel:
 
     def _load(self, config: ServerConfig) -> None:
         stack = self._stack
-        mtp = SpeculativeMode.DRAFT_MTP in modes_of(config)  # checked before anything loads
+        mtp = SpeculativeMode.DRAFT_MTP in config.modes
         model_options: dict[str, Any] = {"load_mtp": mtp, "mmproj": config.mmproj}
         if not config.repack:
             model_options["use_extra_bufts"] = False
@@ -83,9 +78,9 @@ class ServedModel:
         self.slots: Slots = self.context.slots(max_waiting=config.max_waiting)
         stack.callback(self.slots.close)
 
-    def embed(self, inputs: list[str] | list[list[int]]) -> list[list[float]]:
+    def embed(self, inputs: list[str] | list[list[int]]) -> tuple[list[list[float]], int]:
         """The pooled, normalised embedding of each input (one at a time, in a context of its
-        own, made at the first call)."""
+        own, made at the first call), and the tokens they came to."""
         with self._embedding_lock:
             if self._embedder is None:
                 self._embedder = self._stack.enter_context(
@@ -93,10 +88,13 @@ class ServedModel:
                             pooling="mean", n_batch=self.config.ctx_size)
                 )  # fmt: skip
             embedder = self._embedder
-            return [embedder.embed(item, normalize=True) for item in inputs]
+            token_lists = [
+                self.model.tokenize(item) if isinstance(item, str) else item for item in inputs
+            ]
+            vectors = [embedder.embed(tokens, normalize=True) for tokens in token_lists]
+            return vectors, sum(len(tokens) for tokens in token_lists)
 
     def close(self, *, timeout: float | None = None) -> None:
         """Let running requests end (at most ``timeout`` seconds), then free everything."""
         self.slots.close(cancel=False, timeout=timeout)
-        self.slots.close()
-        self._stack.close()
+        self._stack.close()  # the slots' close callback cancels what is left
