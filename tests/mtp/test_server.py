@@ -338,12 +338,12 @@ def test_tools_with_a_forced_choice_and_a_full_queue(
 
 
 def test_sigterm_lets_a_running_stream_finish(
-    host_build: BuildResult, bytes_models: dict[str, Path], chatml_file: Path, tmp_path: Path
+    host_build: BuildResult, bytes_models: dict[str, Path], tmp_path: Path
 ) -> None:
     """SIGTERM while a stream runs: the stream ends as the same request ends alone, and the
-    process shuts down cleanly."""
-    args = ["--model", str(bytes_models["partial"]), "--slots", "2", "--ctx-size", "2048",
-            "--chat-template-file", str(chatml_file)]  # fmt: skip
+    process shuts down cleanly. The model has no chat template and none is given: the server
+    says so when it starts, and completions serve as ever."""
+    args = ["--model", str(bytes_models["partial"]), "--slots", "2", "--ctx-size", "2048"]
     body = {"prompt": "abc", "max_tokens": 400, "temperature": 0}
     with live_server(host_build.lib_dir, args, tmp_path / "server.log") as live:
         status, _, alone = _raw(live, "POST", "/v1/completions", json.dumps(body).encode())
@@ -360,6 +360,7 @@ def test_sigterm_lets_a_running_stream_finish(
         # uvicorn raises the signal again once it has shut down: the status of SIGTERM
         assert stopped in ([0], [-signal.SIGTERM]), live.output()
         assert "Application shutdown complete" in live.output()
+        assert "has no chat template" in live.output()
     events = [json.loads(line[6:]) for line in rest.splitlines() if line.startswith("data: {")]
     streamed = "".join(e["choices"][0]["text"] for e in events)
     assert alone["choices"][0]["text"].endswith(streamed) and len(streamed) > 0
@@ -417,6 +418,7 @@ def test_an_image_as_a_data_uri(
         with pytest.raises(openai.BadRequestError, match="not a supported image"):
             seen.chat.completions.create(model="agree", messages=broken, max_tokens=2)
     assert answer.choices[0].message.content == expected["choices"][0]["message"]["content"]
+    assert "has no chat template" not in live.output()  # the GGUF's own
     assert answer.usage is not None
     assert answer.usage.prompt_tokens == expected["usage"]["prompt_tokens"]
 

@@ -17,6 +17,11 @@ WARNING: Final = (
     "WARNING: serving on {host}, not on the loopback address, without an API key: anyone who "
     "reaches this port can use the model. Pass --api-key (or set {variable})."
 )
+NO_TEMPLATE: Final = (
+    "WARNING: {model} has no chat template (tokenizer.chat_template): /v1/chat/completions "
+    "refuses chats rather than guess a format; pass --chat-template (a name such as chatml, or "
+    "Jinja text) or --chat-template-file. /v1/completions serves as it is."
+)
 MISSING: Final = (
     "the server needs its extra: pip install 'llama-bindings[server]' "
     "(starlette, uvicorn, sse-starlette, prometheus-client); missing: {name}"
@@ -49,6 +54,8 @@ def main(argv: Sequence[str]) -> int:
     except Exception as exc:
         print(f"llama-bindings serve: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+    if served.template is None and served.model.chat_template is None:
+        print(NO_TEMPLATE.format(model=config.model), file=sys.stderr)
     print(f"loaded in {time.perf_counter() - started:.1f} s; serving {config.model_id!r} on "
           f"http://{config.host}:{config.port}", file=sys.stderr, flush=True)  # fmt: skip
     app = create_app(served)
