@@ -225,7 +225,7 @@ def _write(
     has_mtp = kind in ("agree", "partial")
     writer = gguf.GGUFWriter(path, ARCH)
     _add_metadata(writer, kind, sizes, has_mtp)
-    _add_tokenizer(writer, tokenizer, sizes.vocab)
+    add_tokenizer(writer, tokenizer, sizes.vocab)
     tensors = _TensorAdder(writer, seed, sizes.weight_type)
 
     embeddings = token_embeddings(sizes, seed)
@@ -292,7 +292,7 @@ def byte_order() -> list[int]:
     return list(range(128)) + split + rest
 
 
-def _add_tokenizer(writer: gguf.GGUFWriter, tokenizer: Tokenizer, vocab: int) -> None:
+def add_tokenizer(writer: gguf.GGUFWriter, tokenizer: Tokenizer, vocab: int) -> None:
     if tokenizer.vocabulary == "test":
         # llama.cpp's "test" vocabulary: token text is the hex id, text is hashed in chunks of 5.
         writer.add_tokenizer_model("test")

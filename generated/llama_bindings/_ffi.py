@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 # sha256 of the declarations; a compiled API-mode module must have been built from the same.
-CDEF_IDENTITY = "1b82b999b5012a61ccec7c61d280adb7e697db688e5c2ba0e88b3560a43aa8c3"
+CDEF_IDENTITY = "76fecee32e742f5dcb4271b79651bc6087d9781378f5899da19372ca33d17365"
 # sha256 of what the load-time guard compares (``_abi_expected.py``): a library set sealed as
 # matching these bindings (``verified_files``) is not compared again by the same bindings.
 GUARD_IDENTITY = "3ade0c8c9e3e73f8cc959df580b968a9b4f891bda28510093d4c6847e15196bc"

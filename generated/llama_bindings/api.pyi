@@ -5299,8 +5299,15 @@ class LlamaMtpLibrary:
         Create the sidecar for ctx_tgt with params' strategies (none listed: draft-mtp). Refused with a
         status, before anything is created: an unknown type (INVALID_ARGUMENT), a strategy listed twice
         or two draft-context strategies (UNSUPPORTED_STRATEGY), draft-simple without params.draft_model
-        (INVALID_ARGUMENT) or with one whose vocabulary differs from the target's (VOCAB_MISMATCH),
-        draft-eagle3/dflash/dspark (UNSUPPORTED_STRATEGY: not run by this wrapper yet), a strategy the
+        (INVALID_ARGUMENT) or with one whose vocabulary differs from the target's (VOCAB_MISMATCH;
+        draft-eagle3/dflash/dspark need the same number of tokens too), draft-eagle3/dflash/dspark with
+        a draft that does not fit (DRAFT_MISMATCH: another architecture, an EAGLE-3 draft without
+        exactly one block and three target layers, target layer ids the target does not have or whose
+        inputs its architecture does not export, another width, tensors to share that the target lacks
+        or has in another shape, a DFlash/DSpark draft without a mask token or with a block size too
+        small, draft-dflash on a DSpark draft or the reverse) or of a kind not run yet (DFlash2
+        selectors, DeepSeek-V4 DSpark drafts: UNSUPPORTED_STRATEGY), draft-dspark with p_min > 0 and
+        no confidence head (INVALID_ARGUMENT), a strategy the
         llama.cpp release lacks, or backend_sampling = 1 in a release without draft backend sampling
         (NOT_IN_RELEASE), n-gram sizes out of range (INVALID_ARGUMENT), an n-gram cache file that cannot
         be read or is malformed (FILE_UNREADABLE). With draft-mtp: the model must have NextN layers and

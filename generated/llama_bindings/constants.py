@@ -85,6 +85,7 @@ LLAMA_MTP_STATUS_NOT_IN_RELEASE: Final = 14  # llama_mtp.h, enum llama_mtp_statu
 LLAMA_MTP_STATUS_TEMPLATE_ERROR: Final = 15  # llama_mtp.h, enum llama_mtp_status
 LLAMA_MTP_STATUS_SCHEMA_ERROR: Final = 16  # llama_mtp.h, enum llama_mtp_status
 LLAMA_MTP_STATUS_PARSE_ERROR: Final = 17  # llama_mtp.h, enum llama_mtp_status
+LLAMA_MTP_STATUS_DRAFT_MISMATCH: Final = 18  # llama_mtp.h, enum llama_mtp_status
 
 
 class SpeculativeMode(enum.StrEnum):

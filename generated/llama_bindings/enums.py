@@ -659,6 +659,7 @@ class llama_mtp_status(enum.IntEnum):
     TEMPLATE_ERROR = 15
     SCHEMA_ERROR = 16
     PARSE_ERROR = 17
+    DRAFT_MISMATCH = 18
 
 
 class llama_mtp_strategy_type(enum.IntEnum):
@@ -1187,6 +1188,7 @@ LLAMA_MTP_STATUS_NOT_IN_RELEASE: Final = llama_mtp_status.NOT_IN_RELEASE
 LLAMA_MTP_STATUS_TEMPLATE_ERROR: Final = llama_mtp_status.TEMPLATE_ERROR
 LLAMA_MTP_STATUS_SCHEMA_ERROR: Final = llama_mtp_status.SCHEMA_ERROR
 LLAMA_MTP_STATUS_PARSE_ERROR: Final = llama_mtp_status.PARSE_ERROR
+LLAMA_MTP_STATUS_DRAFT_MISMATCH: Final = llama_mtp_status.DRAFT_MISMATCH
 LLAMA_MTP_STRATEGY_DRAFT_SIMPLE: Final = llama_mtp_strategy_type.DRAFT_SIMPLE
 LLAMA_MTP_STRATEGY_DRAFT_EAGLE3: Final = llama_mtp_strategy_type.DRAFT_EAGLE3
 LLAMA_MTP_STRATEGY_DRAFT_MTP: Final = llama_mtp_strategy_type.DRAFT_MTP

@@ -58,7 +58,7 @@ from generator.native.cmake_driver import (
 )
 from generator.native.cuda_pypi import CudaResolution
 from generator.native.host import host_toolchain
-from generator.native.nextn_archs import single_nextn_architectures
+from generator.native.nextn_archs import layer_input_architectures, single_nextn_architectures
 from generator.native.shared_source import (
     mark_changed,
     record_contents,
@@ -567,6 +567,9 @@ def _configure_command(plan: _Plan) -> _Configure:
     options["LLAMA_MTP_LLAMA_COMMIT"] = tree.commit or "unknown"
     options["LLAMA_MTP_LLAMA_TAG"] = tree.tag or "unknown tag"
     options["LLAMA_MTP_SINGLE_NEXTN_ARCHS"] = ",".join(single_nextn_architectures(tree.root))
+    layer_inputs, final_inputs = layer_input_architectures(tree.root)
+    options["LLAMA_MTP_LAYER_INPUT_ARCHS"] = ",".join(layer_inputs)
+    options["LLAMA_MTP_FINAL_INPUT_ARCHS"] = ",".join(final_inputs)
     options.update(backend_cmake_options(plan.plat, plan.backend, plan.cuda_arch))
     mtmd = plan.api.has_library(mtmd_api.LIBRARY)  # the bindings carry libmtmd: build it
     options["LLAMA_BINDGEN_MTMD"] = "ON" if mtmd else "OFF"

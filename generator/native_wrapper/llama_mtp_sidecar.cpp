@@ -2,6 +2,8 @@
 
 #include "llama_mtp_sidecar.h"
 
+#include "llama_mtp_layer_drafts.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -28,6 +30,9 @@ llama_mtp::~llama_mtp() {
     if (ctx_dft != nullptr) {
         llama_free(ctx_dft);
     }
+    // The target (still alive: the sidecar is freed first) stops exporting the layer inputs an
+    // EAGLE-3/DFlash/DSpark draft read.
+    up::stop_layer_capture(ctx_tgt, captured_layers);
 }
 
 namespace llama_mtp_impl {
@@ -36,18 +41,6 @@ namespace {
 
 constexpr int32_t k_vocab_max_size_difference = 128;  // upstream's SPEC_VOCAB_MAX_SIZE_DIFFERENCE
 constexpr int32_t k_vocab_check_start_token = 5;      // upstream's SPEC_VOCAB_CHECK_START_TOKEN_ID
-
-bool in_list(const std::string & list, const std::string & name) {
-    size_t start = 0;
-    while (start <= list.size()) {
-        const size_t end = std::min(list.find(',', start), list.size());
-        if (list.compare(start, end - start, name) == 0) {
-            return true;
-        }
-        start = end + 1;
-    }
-    return false;
-}
 
 // which throws; checked here first so that a mismatch is a status with the reason).
 llama_mtp_status check_vocab(const llama_model * tgt, const llama_model * dft, const std::string & where) {
@@ -331,6 +324,11 @@ llama_mtp_status do_accept(llama_mtp * mtp, llama_seq_id seq_id, int32_t n_accep
 
 // Feed a batch just decoded on the target to the MTP state; marks drafted sequences verified.
 llama_mtp_status mirror(llama_mtp * mtp, const up::batch & batch) {
+    if (mtp->reads_final_states && !up::target_has_final_states(mtp->ctx_tgt)) {
+        return fail(LLAMA_MTP_STATUS_BAD_STATE,
+                    "llama_mtp_process: the EAGLE-3 draft reads the target's final hidden states, "
+                    "and the target's last decode kept none");
+    }
     for (auto & slot : mtp->slots) {
         if (!up::process(slot.spec, batch, mtp->ctx_tgt)) {
             return fail(LLAMA_MTP_STATUS_DECODE_FAILED,
@@ -438,15 +436,23 @@ static llama_context * create_mtp_context(llama_context * ctx_tgt, const llama_m
     return llama_init_from_model(const_cast<llama_model *>(model), cparams);
 }
 
-// draft-simple: the caller's draft model, with as many sequences as the sidecar serves (upstream
-// requires it) and room to roll back a rejected draft when the draft model is recurrent.
-static llama_context * create_draft_context(llama_context * ctx_tgt, const llama_mtp_params & p) {
+// The caller's draft model, with as many sequences as the sidecar serves (upstream requires it).
+// draft-simple: room to roll back a rejected draft when the draft model is recurrent. A draft that
+// reads the target's layers (EAGLE-3, DFlash, DSpark) shares the target's tensors it lacks
+// (ctx_other, as llama.cpp's server sets it) and decodes a whole draft block in one ubatch.
+static llama_context * create_draft_context(llama_context * ctx_tgt, const llama_mtp_params & p,
+                                            bool reads_layers) {
     llama_context_params cparams = draft_context_params(ctx_tgt, p);
     if (p.draft_n_ctx > 0) {
         cparams.n_ctx = (uint32_t) p.draft_n_ctx;
     }
     cparams.n_seq_max = p.n_seq;
-    cparams.n_rs_seq = (uint32_t) p.n_max;
+    cparams.n_rs_seq = reads_layers ? 0 : (uint32_t) p.n_max;
+    if (reads_layers) {
+        up::layer_draft_context_params(cparams, ctx_tgt, (uint32_t) p.n_max + 1);
+        cparams.n_ubatch = std::max(cparams.n_ubatch, (uint32_t) p.n_max + 1);
+        cparams.n_batch = std::max(cparams.n_batch, cparams.n_ubatch);
+    }
     return llama_init_from_model(p.draft_model, cparams);
 }
 
@@ -582,7 +588,7 @@ llama_mtp_status read_strategies(const llama_mtp_params & p, std::vector<llama_m
     if (!wants_draft_model && p.draft_model != nullptr) {
         return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT,
                     where + ": params.draft_model is set, but no strategy listed uses a draft "
-                            "model (draft-simple does)");
+                            "model (draft-simple, draft-eagle3, draft-dflash and draft-dspark do)");
     }
     return LLAMA_MTP_STATUS_OK;
 }
@@ -599,6 +605,9 @@ llama_mtp_status check_models(llama_context * ctx_tgt, const llama_mtp_params & 
         st = check_mtp_model(model, where);
     } else if (p.draft_model != nullptr) {
         st = check_vocab(model, p.draft_model, where);
+        if (st == LLAMA_MTP_STATUS_OK && find_strategy(draft_type)->reads_target_layers) {
+            st = check_layer_draft(ctx_tgt, p, draft_type, where);
+        }
     }
     return st != LLAMA_MTP_STATUS_OK ? st : check_target(ctx_tgt, model, p, where);
 }
@@ -611,13 +620,19 @@ llama_mtp_status build_sidecar(llama_mtp & sidecar, const std::vector<llama_mtp_
     sidecar.has_mtp = draft_type == LLAMA_MTP_STRATEGY_DRAFT_MTP;
     sidecar.stats.struct_size = sizeof(sidecar.stats);
     if (draft_type != 0) {
+        const bool reads_layers = find_strategy(draft_type)->reads_target_layers;
         sidecar.ctx_dft = sidecar.has_mtp ? create_mtp_context(sidecar.ctx_tgt, model, p)
-                                          : create_draft_context(sidecar.ctx_tgt, p);
+                                          : create_draft_context(sidecar.ctx_tgt, p, reads_layers);
         if (sidecar.ctx_dft == nullptr) {
             return fail(LLAMA_MTP_STATUS_CONTEXT_FAILED,
                         where + ": llama_init_from_model refused the " +
                             find_strategy(draft_type)->name + " draft context");
         }
+    }
+    if (draft_type != 0 && find_strategy(draft_type)->reads_target_layers) {
+        // upstream turns the capture on when it initialises the strategy, below
+        sidecar.captured_layers = captured_layers(model, p.draft_model, draft_type);
+        sidecar.reads_final_states = reads_final_states(model, p.draft_model, draft_type);
     }
     for (const strategy_info * info = strategies_begin(); info != strategies_end(); ++info) {
         for (const auto & s : list) {

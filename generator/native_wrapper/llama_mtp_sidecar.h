@@ -65,6 +65,8 @@ struct llama_mtp {
     const llama_sampler * checked_sampler = nullptr;  // last sampler seen to select a token
     int32_t n_vocab = 0;
     llama_mtp_stats stats{};
+    std::vector<int32_t> captured_layers;  // target layers whose inputs the draft reads
+    bool reads_final_states = false;       // EAGLE-3 reads the target's final hidden states
 
     ~llama_mtp();
 };

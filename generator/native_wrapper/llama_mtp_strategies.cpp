@@ -18,25 +18,25 @@ namespace llama_mtp_impl {
 namespace {
 
 // In upstream's order of preference (common_speculative_init): draftless first. Whether the tree
-// has each type is llama_mtp_upstream's to say; the three with a model upstream asserts on are
-// refused in every tree. Names and draft-context membership come from llama_mtp.h.
+// has each type is llama_mtp_upstream's to say. Names and draft-context membership come from
+// llama_mtp.h; reads_layers: the draft reads the target's layer inputs.
 struct strategy_row {
     int32_t type;
     const char * enumerator;  // the enumerator's suffix ("NGRAM_MAP_K4V")
-    const char * unchecked_model;
+    bool reads_layers;
 };
-#define LLAMA_MTP_ROW(suffix, unchecked) {LLAMA_MTP_STRATEGY_##suffix, #suffix, unchecked}
+#define LLAMA_MTP_ROW(suffix, reads_layers) {LLAMA_MTP_STRATEGY_##suffix, #suffix, reads_layers}
 const strategy_row k_rows[] = {
-    LLAMA_MTP_ROW(NGRAM_SIMPLE, nullptr),
-    LLAMA_MTP_ROW(NGRAM_MAP_K, nullptr),
-    LLAMA_MTP_ROW(NGRAM_MAP_K4V, nullptr),
-    LLAMA_MTP_ROW(NGRAM_MOD, nullptr),
-    LLAMA_MTP_ROW(NGRAM_CACHE, nullptr),
-    LLAMA_MTP_ROW(DRAFT_SIMPLE, nullptr),
-    LLAMA_MTP_ROW(DRAFT_EAGLE3, "an EAGLE-3 draft model"),
-    LLAMA_MTP_ROW(DRAFT_MTP, nullptr),
-    LLAMA_MTP_ROW(DRAFT_DFLASH, "a DFlash draft model"),
-    LLAMA_MTP_ROW(DRAFT_DSPARK, "a DSpark draft model"),
+    LLAMA_MTP_ROW(NGRAM_SIMPLE, false),
+    LLAMA_MTP_ROW(NGRAM_MAP_K, false),
+    LLAMA_MTP_ROW(NGRAM_MAP_K4V, false),
+    LLAMA_MTP_ROW(NGRAM_MOD, false),
+    LLAMA_MTP_ROW(NGRAM_CACHE, false),
+    LLAMA_MTP_ROW(DRAFT_SIMPLE, false),
+    LLAMA_MTP_ROW(DRAFT_EAGLE3, true),
+    LLAMA_MTP_ROW(DRAFT_MTP, false),
+    LLAMA_MTP_ROW(DRAFT_DFLASH, true),
+    LLAMA_MTP_ROW(DRAFT_DSPARK, true),
 };
 #undef LLAMA_MTP_ROW
 constexpr uint32_t k_n_strategies = sizeof(k_rows) / sizeof(k_rows[0]);
@@ -55,7 +55,7 @@ const std::vector<strategy_info> & table() {
         std::vector<strategy_info> out;
         for (const strategy_row & row : k_rows) {
             const bool draft = ((LLAMA_MTP_DRAFT_CONTEXT_STRATEGIES >> row.type) & 1u) != 0;
-            out.push_back({row.type, strategy_name_of(row.enumerator), draft, row.unchecked_model});
+            out.push_back({row.type, strategy_name_of(row.enumerator), draft, row.reads_layers});
         }
         return out;
     }();
@@ -63,6 +63,19 @@ const std::vector<strategy_info> & table() {
 }
 
 }  // namespace
+
+bool in_list(const std::string & list, const std::string & name) {
+    size_t start = 0;
+    while (start <= list.size()) {
+        const size_t found = list.find(',', start);
+        const size_t end = found == std::string::npos ? list.size() : found;
+        if (list.compare(start, end - start, name) == 0) {
+            return true;
+        }
+        start = end + 1;
+    }
+    return false;
+}
 
 const strategy_info * strategies_begin() {
     return table().data();
@@ -91,17 +104,18 @@ llama_mtp_status strategy_support(int32_t type, const std::string & where) {
         return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT,
                     where + ": " + std::to_string(type) + " is not a llama_mtp_strategy_type");
     }
-    if (info->unchecked_model != nullptr) {
-        return fail(LLAMA_MTP_STATUS_UNSUPPORTED_STRATEGY,
-                    where + ": " + info->name + " needs " + info->unchecked_model +
-                        ", which upstream checks with GGML_ASSERT (a process abort); the wrapper "
-                        "does not run it until it can check such a model itself");
-    }
     if (llama_mtp_upstream::upstream_strategy_type(type) < 0) {
         return fail(LLAMA_MTP_STATUS_NOT_IN_RELEASE,
                     where + ": " + info->name + " is not in this llama.cpp release (" +
                         LLAMA_MTP_LLAMA_TAG + ": common/common.h has no matching "
                         "COMMON_SPECULATIVE_TYPE_* value)");
+    }
+    if (info->reads_target_layers && !llama_mtp_upstream::has_layer_drafts()) {
+        return fail(LLAMA_MTP_STATUS_NOT_IN_RELEASE,
+                    where + ": " + info->name + " is in this llama.cpp release (" +
+                        LLAMA_MTP_LLAMA_TAG + "), but not what the wrapper needs to check its "
+                        "draft first (src/llama-ext.h: llama_model_target_layer_ids, "
+                        "llama_set_embeddings_layer_inp; llama_context_params.ctx_other)");
     }
     return LLAMA_MTP_STATUS_OK;
 }

@@ -17,11 +17,14 @@ llama_mtp_status ok();
 
 constexpr int32_t k_max_ngram = LLAMA_MTP_NGRAM_MAX;
 
+// Whether `name` is one of the comma-separated names in `list` (the build's architecture lists).
+bool in_list(const std::string & list, const std::string & name);
+
 struct strategy_info {
     int32_t type;
     std::string name;  // upstream's --spec-type name, from the enumerator (llama_mtp.h's rule)
     bool draft_context;  // in LLAMA_MTP_DRAFT_CONTEXT_STRATEGIES
-    const char * unchecked_model;  // non-null: the draft model upstream asserts on; never run
+    bool reads_target_layers;  // its draft reads the target's layer inputs (EAGLE-3, DFlash, DSpark)
 };
 
 // In upstream's order of preference (common_speculative_init): draftless first.
@@ -30,8 +33,8 @@ const strategy_info * strategies_end();
 uint32_t n_strategy_types();
 const strategy_info * find_strategy(int32_t type);
 
-// OK when this build runs `type`; NOT_IN_RELEASE (the tree lacks it), UNSUPPORTED_STRATEGY (never
-// run by the wrapper; the message names why) or INVALID_ARGUMENT otherwise.
+// OK when this build runs `type`; NOT_IN_RELEASE (the tree lacks it, or lacks what its draft
+// needs) or INVALID_ARGUMENT otherwise.
 llama_mtp_status strategy_support(int32_t type, const std::string & where);
 void strategy_defaults(int32_t type, llama_mtp_strategy & s);
 llama_mtp_status check_range(int32_t value, int32_t lo, int32_t hi, const std::string & what);

@@ -10,7 +10,10 @@
 
 #include "llama-ext.h"  // the target's hidden-state rows (staging API)
 
+#include "ggml-backend.h"  // ggml_backend_tensor_get: a draft's d2t values
+
 #include <cstdio>
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <utility>
@@ -20,7 +23,8 @@
     !defined(LLAMA_MTP_UP_DRAFT_POS0) || !defined(LLAMA_MTP_UP_EMBD_NEXTN) ||                  \
     !defined(LLAMA_MTP_UP_N_LAYER_NEXTN) || !defined(LLAMA_MTP_UP_CTX_OTHER) ||                \
     !defined(LLAMA_MTP_UP_N_OUTPUTS_MAX) || !defined(LLAMA_MTP_UP_DRAFT_BACKEND_SAMPLING) ||   \
-    !defined(LLAMA_MTP_UP_BATCH_EMBD)
+    !defined(LLAMA_MTP_UP_BATCH_EMBD) || !defined(LLAMA_MTP_UP_LAYER_DRAFTS) ||                  \
+    !defined(LLAMA_MTP_UP_DFLASH_SELECTOR) || !defined(LLAMA_MTP_UP_OUTPUTS_PER_SEQ)
 #    error "llama_mtp_upstream.cpp is built by the wrapper's CMake project, which probes the tree"
 #endif
 
@@ -320,6 +324,109 @@ void mtp_context_params(llama_context_params & cparams, llama_context * ctx_tgt)
 
 int32_t ngram_cache_key_length() {
     return LLAMA_NGRAM_MAX;
+}
+
+// ---- drafts that read the target's layers ---------------------------------------------------------
+
+bool has_layer_drafts() {
+    return LLAMA_MTP_UP_LAYER_DRAFTS != 0;
+}
+
+std::vector<int32_t> target_layer_ids(const llama_model * draft) {
+#if LLAMA_MTP_UP_LAYER_DRAFTS
+    const int32_t * ids = llama_model_target_layer_ids(draft);
+    const uint32_t n = llama_model_target_layer_ids_n(draft);
+    if (ids == nullptr) {
+        return {};
+    }
+    return std::vector<int32_t>(ids, ids + n);
+#else
+    (void) draft;
+    return {};
+#endif
+}
+
+int32_t dflash_selector_top_k(const llama_model * draft) {
+#if LLAMA_MTP_UP_DFLASH_SELECTOR
+    return llama_model_dflash_selector_top_k(draft);
+#else
+    (void) draft;
+    return 0;
+#endif
+}
+
+static const ggml_tensor * loaded_tensor(const llama_model * model, const char * name) {
+    for (const auto & entry : llama_internal_get_tensor_map(model)) {
+        if (entry.second != nullptr && entry.first == name) {
+            return entry.second;
+        }
+    }
+    return nullptr;
+}
+
+bool find_tensor(const llama_model * model, const char * name, tensor_shape & out) {
+    const ggml_tensor * t = loaded_tensor(model, name);
+    if (t == nullptr) {
+        return false;
+    }
+    for (int i = 0; i < 4; ++i) {
+        out.ne[i] = t->ne[i];
+    }
+    out.type = (int32_t) t->type;
+    return true;
+}
+
+bool read_i64_tensor(const llama_model * model, const char * name, std::vector<int64_t> & out) {
+    const ggml_tensor * t = loaded_tensor(model, name);
+    if (t == nullptr || t->type != GGML_TYPE_I64 || t->buffer == nullptr) {
+        return false;
+    }
+    out.resize((size_t) ggml_nelements(t));
+    ggml_backend_tensor_get(t, out.data(), 0, out.size() * sizeof(int64_t));
+    return true;
+}
+
+void layer_draft_context_params(llama_context_params & cparams, llama_context * ctx_tgt,
+                                uint32_t outputs_per_seq) {
+#if LLAMA_MTP_UP_LAYER_DRAFTS
+    cparams.ctx_other = ctx_tgt;
+#else
+    (void) ctx_tgt;
+#endif
+#if LLAMA_MTP_UP_OUTPUTS_PER_SEQ
+    // a DFlash/DSpark block samples every position on the backend (common/speculative.cpp sets
+    // the same for those strategies)
+    // (0 means "as many as the batch / as n_outputs_max": left as is)
+    if (cparams.n_outputs_max != 0) {
+        cparams.n_outputs_max = std::max(cparams.n_outputs_max, cparams.n_seq_max * outputs_per_seq);
+    }
+    if (cparams.n_outputs_max_per_seq != 0) {
+        cparams.n_outputs_max_per_seq = std::max(cparams.n_outputs_max_per_seq, outputs_per_seq);
+    }
+#else
+    (void) cparams;
+    (void) outputs_per_seq;
+#endif
+}
+
+void stop_layer_capture(llama_context * ctx_tgt, const std::vector<int32_t> & layers) {
+#if LLAMA_MTP_UP_LAYER_DRAFTS
+    for (const int32_t id : layers) {
+        llama_set_embeddings_layer_inp(ctx_tgt, (uint32_t) id, false);
+    }
+#else
+    (void) ctx_tgt;
+    (void) layers;
+#endif
+}
+
+bool target_has_final_states(llama_context * ctx_tgt) {
+#if LLAMA_MTP_UP_EMBD_NEXTN
+    return llama_get_embeddings_nextn(ctx_tgt) != nullptr;
+#else
+    (void) ctx_tgt;
+    return false;
+#endif
 }
 
 }  // namespace llama_mtp_upstream

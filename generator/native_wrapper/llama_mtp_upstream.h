@@ -138,4 +138,32 @@ void mtp_context_params(llama_context_params & cparams, llama_context * ctx_tgt)
 // Tokens per n-gram key in an n-gram cache file (LLAMA_NGRAM_MAX).
 int32_t ngram_cache_key_length();
 
+// ---- drafts that read the target's layers (EAGLE-3, DFlash, DSpark) ----------------------------
+
+// Whether this tree has what those drafts need from outside llama.h: the draft's target layer ids,
+// the capture of the target's layer inputs and a draft context sharing the target's tensors.
+bool has_layer_drafts();
+// The draft model's target layer ids (its GGUF `<arch>.target_layers`); empty without them.
+std::vector<int32_t> target_layer_ids(const llama_model * draft);
+// A DFlash draft's selector top-k (DFlash2 drafts); 0 for others or where the tree has none.
+int32_t dflash_selector_top_k(const llama_model * draft);
+// One loaded tensor of a model: its shape and ggml type.
+struct tensor_shape {
+    int64_t ne[4];
+    int32_t type;
+};
+// False when the model has no loaded tensor of that name.
+bool find_tensor(const llama_model * model, const char * name, tensor_shape & out);
+// The values of a loaded I64 tensor (a draft's d2t map); false when absent or of another type.
+bool read_i64_tensor(const llama_model * model, const char * name, std::vector<int64_t> & out);
+// Context parameters for such a draft: ctx_other = ctx_tgt (its missing tensors are the target's),
+// and room for outputs_per_seq outputs of each sequence in one batch (a DFlash block).
+void layer_draft_context_params(llama_context_params & cparams, llama_context * ctx_tgt,
+                                uint32_t outputs_per_seq);
+// Stop capturing the inputs of these target layers (upstream's strategies never do).
+void stop_layer_capture(llama_context * ctx_tgt, const std::vector<int32_t> & layers);
+// The target's last decode kept its final hidden states (EAGLE-3 reads them for a layer id equal
+// to the target's layer count; upstream aborts when they are missing).
+bool target_has_final_states(llama_context * ctx_tgt);
+
 }  // namespace llama_mtp_upstream

@@ -178,6 +178,21 @@ set(_llama_mtp_variant_ctx_other [=[
     llama_context_params cp = llama_context_default_params();
     cp.ctx_other = ctx;
 ]=])
+set(_llama_mtp_variant_layer_drafts [=[
+    const int32_t * ids = llama_model_target_layer_ids(model);
+    uint32_t n = llama_model_target_layer_ids_n(model);
+    llama_set_embeddings_layer_inp(ctx, 0, false);
+    llama_context_params cp = llama_context_default_params();
+    cp.ctx_other = ctx;
+    (void) ids; (void) n;
+]=])
+set(_llama_mtp_variant_outputs_per_seq [=[
+    llama_context_params cp = llama_context_default_params();
+    cp.n_outputs_max_per_seq = 1;
+]=])
+set(_llama_mtp_variant_dflash_selector [=[
+    int32_t k = llama_model_dflash_selector_top_k(model); (void) k;
+]=])
 set(_llama_mtp_variant_n_outputs_max [=[
     uint32_t n = ctx->get_cparams().n_outputs_max; (void) n;
 ]=])
@@ -267,6 +282,11 @@ function(llama_mtp_run_probes llama_cpp_dir)
     _llama_mtp_facet(N_LAYER_NEXTN FALSE n_layer_nextn)
     _llama_mtp_facet(CTX_OTHER FALSE ctx_other)
     _llama_mtp_facet(DRAFT_BACKEND_SAMPLING FALSE draft_backend_sampling)
+    # EAGLE-3, DFlash and DSpark drafts: their target layers, the target's layer-input capture and
+    # a draft context sharing the target's tensors (without them those strategies are refused).
+    _llama_mtp_facet(LAYER_DRAFTS FALSE layer_drafts)
+    _llama_mtp_facet(DFLASH_SELECTOR FALSE dflash_selector)
+    _llama_mtp_facet(OUTPUTS_PER_SEQ FALSE outputs_per_seq)
     if(LLAMA_MTP_UP_BATCH EQUAL 1)
         # Embedding rows (multimodal chunks) in the speculative batch: llama_mtp_process_embd.
         _llama_mtp_facet(BATCH_EMBD FALSE common_batch_embd)
@@ -332,6 +352,9 @@ function(llama_mtp_run_probes llama_cpp_dir)
     _flag(LLAMA_MTP_UP_N_OUTPUTS_MAX ${LLAMA_MTP_UP_N_OUTPUTS_MAX})
     _flag(LLAMA_MTP_UP_DRAFT_BACKEND_SAMPLING ${LLAMA_MTP_UP_DRAFT_BACKEND_SAMPLING})
     _flag(LLAMA_MTP_UP_BATCH_EMBD ${LLAMA_MTP_UP_BATCH_EMBD})
+    _flag(LLAMA_MTP_UP_LAYER_DRAFTS ${LLAMA_MTP_UP_LAYER_DRAFTS})
+    _flag(LLAMA_MTP_UP_DFLASH_SELECTOR ${LLAMA_MTP_UP_DFLASH_SELECTOR})
+    _flag(LLAMA_MTP_UP_OUTPUTS_PER_SEQ ${LLAMA_MTP_UP_OUTPUTS_PER_SEQ})
     _flag(LLAMA_MTP_UP_CHAT ${LLAMA_MTP_UP_CHAT})
     if(LLAMA_MTP_UP_CHAT_PARSER EQUAL 1)
         list(APPEND _defs "LLAMA_MTP_UP_CHAT_PARSER_TEXT=1")

@@ -54,7 +54,7 @@ _DRAFT_DEFAULT: Final[int] = getattr(constants, "LLAMA_MTP_DRAFT_DEFAULT", 1)
 def refused_statuses() -> tuple[int, ...]:
     """The llama_mtp statuses that mean "this cannot run here" (LlamaUnsupportedError): no MTP
     head, not loaded, a strategy or mix the library cannot run, a draft model of another
-    vocabulary, an unreadable n-gram cache file, a strategy or feature the llama.cpp release
+    vocabulary or one that does not fit its strategy or target, an unreadable n-gram cache file, a strategy or feature the llama.cpp release
     lacks."""
     c = constants
     return (
@@ -62,6 +62,7 @@ def refused_statuses() -> tuple[int, ...]:
         c.LLAMA_MTP_STATUS_MTP_NOT_LOADED,
         c.LLAMA_MTP_STATUS_UNSUPPORTED_STRATEGY,
         c.LLAMA_MTP_STATUS_VOCAB_MISMATCH,
+        c.LLAMA_MTP_STATUS_DRAFT_MISMATCH,
         c.LLAMA_MTP_STATUS_FILE_UNREADABLE,
         c.LLAMA_MTP_STATUS_NOT_IN_RELEASE,
     )
@@ -127,8 +128,10 @@ class SpeculativeDecoding:
     :class:`Strategy` or a mode, for example ``strategies=("ngram-mod", "draft-mtp")``: draftless
     n-gram strategies with at most one draft-context strategy; each step asks them in llama.cpp's
     order (n-gram first) and verifies the first draft one of them makes. ``draft_model``: the
-    :class:`Model` draft-simple drafts with (same vocabulary as the target; ``draft_n_ctx`` 0: the
-    target's context size). Checked here, before anything native runs: a ValueError names a bad
+    :class:`Model` draft-simple, draft-eagle3, draft-dflash and draft-dspark draft with (same
+    vocabulary as the target; an EAGLE-3, DFlash or DSpark draft is one trained for this target,
+    which reads its hidden states and may share its embeddings and output head; ``draft_n_ctx``
+    0: the target's context size). Checked here, before anything native runs: a ValueError names a bad
     value, :class:`LlamaUnsupportedError` a strategy or mix that cannot run and why. The n-gram
     strategies keep their state (ngram-map-k's map, ngram-mod's pool, ngram-cache's dynamic
     cache) across the generations of one :class:`Context`, as a llama.cpp server slot does, so a
@@ -231,10 +234,20 @@ def _check_mix(strategies: tuple[Strategy, ...], draft_model: Model | None) -> N
             f"{' and '.join(drafting)} both need a draft context; llama.cpp mixes n-gram "
             "strategies with at most one of them"
         )
-    if SpeculativeMode.DRAFT_SIMPLE in kinds and draft_model is None:
-        raise ValueError("draft-simple needs a draft model: SpeculativeDecoding(draft_model=...)")
-    if draft_model is not None and SpeculativeMode.DRAFT_SIMPLE not in kinds:
-        raise ValueError("draft_model is set, but no strategy uses it (draft-simple does)")
+    with_model = [k for k in kinds if k in draft_model_modes()]
+    if with_model and draft_model is None:
+        raise ValueError(
+            f"{with_model[0].value} needs a draft model: SpeculativeDecoding(draft_model=...)"
+        )
+    if draft_model is not None and not with_model:
+        names = ", ".join(k.value for k in draft_model_modes())
+        raise ValueError(f"draft_model is set, but no strategy uses it ({names} do)")
+
+
+def draft_model_modes() -> tuple[SpeculativeMode, ...]:
+    """The strategies that draft with a draft model of the caller's (every draft-context one but
+    draft-mtp, which drafts with the target's own NextN layers)."""
+    return tuple(k for k in MTP_DRAFT_CONTEXT if k is not SpeculativeMode.DRAFT_MTP)
 
 
 def strategy_support(kind: SpeculativeMode | str, libs: Libraries) -> str | None:
