@@ -17,8 +17,10 @@ The checks run on the host over either driver's results:
 * on ``partial``: 0 < acceptance < 1,
 * on ``plain`` with MTP asked for: the typed refusal (``LlamaUnsupportedError`` from the runtime,
   ``LLAMA_MTP_STATUS_NO_NEXTN_LAYERS`` from the wrapper),
-* with the test models, the other strategies: draft-simple (with the ``draft`` test model), each
-  n-gram strategy and an n-gram + draft-mtp mix, on a prompt that repeats itself: output
+* with the test models, the other strategies: draft-simple (with the ``draft`` test model),
+  draft-eagle3, draft-dflash and draft-dspark (with their test drafts, :mod:`generator.testdrafts`,
+  which disagree with the target for some tokens), each n-gram strategy and an n-gram + draft-mtp
+  mix, on a prompt that repeats itself: output
   identical to plain greedy output, and every strategy of a run drafted and had drafts accepted
   (both drivers),
 * on CPU builds, the RPC part (both drivers; :mod:`generator.smoke.rpc_part`): the target split
@@ -76,21 +78,25 @@ STRATEGY_MIN_TOKENS = 32
 # The mode the MTP runs report (draft-mtp's name, by the header's rule).
 MTP_MODE = strategy_name(STRATEGY_PREFIX + "DRAFT_MTP")
 # Each run: its strategies, by their enumerators in llama_mtp.h (names by the header's rule), and
-# whether it takes the draft model.
+# the test model it drafts with (a TEST_MODELS name), if any. The drafts disagree with the target
+# for some tokens: acceptance above zero and below one.
 _RUNS = (
-    (("DRAFT_SIMPLE",), True),
-    (("NGRAM_SIMPLE",), False),
-    (("NGRAM_MAP_K",), False),
-    (("NGRAM_MAP_K4V",), False),
-    (("NGRAM_MOD",), False),
-    (("NGRAM_CACHE",), False),
-    (("NGRAM_MOD", "DRAFT_MTP"), False),
+    (("DRAFT_SIMPLE",), "draft"),
+    (("DRAFT_EAGLE3",), "eagle3-partial"),
+    (("DRAFT_DFLASH",), "dflash-partial"),
+    (("DRAFT_DSPARK",), "dspark-partial"),
+    (("NGRAM_SIMPLE",), None),
+    (("NGRAM_MAP_K",), None),
+    (("NGRAM_MAP_K4V",), None),
+    (("NGRAM_MOD",), None),
+    (("NGRAM_CACHE",), None),
+    (("NGRAM_MOD", "DRAFT_MTP"), None),
 )
 STRATEGY_RUNS = tuple(
-    (" + ".join(names), names, uses_draft)
-    for names, uses_draft in (
-        (tuple(strategy_name(STRATEGY_PREFIX + m) for m in members), uses_draft)
-        for members, uses_draft in _RUNS
+    (" + ".join(names), names, draft)
+    for names, draft in (
+        (tuple(strategy_name(STRATEGY_PREFIX + m) for m in members), draft)
+        for members, draft in _RUNS
     )
 )
 REAL_MODEL_PROMPT = "The capital of France is Paris. The capital of Germany is"
@@ -228,21 +234,28 @@ def _model_options(vocabulary: str) -> dict[str, Any]:
     return {"vocabulary": vocabulary, "vocab": max(BYTES_VOCAB_MIN, 320)}
 
 
-# The test models' files, by the name the plan gives each (``run_smoke``'s ``models_dir``).
-TEST_MODELS = ("agree", "partial", "plain", "draft", "projector")
+# The test models' files, by the name the plan gives each (``run_smoke``'s ``models_dir``): the
+# qwen35 models (testmodel.py), the drafts that read the target's layers (testdrafts.py), the
+# projector (testvision.py).
+_QWEN35_MODELS = ("agree", "partial", "plain", "draft")
+_LAYER_DRAFTS = ("eagle3-partial", "dflash-partial", "dspark-partial")
+TEST_MODELS = (*_QWEN35_MODELS, *_LAYER_DRAFTS, "projector")
 
 
 def write_test_models(folder: Path, vocabulary: str) -> dict[str, Path]:
     """Write every test model the smoke reads (``TEST_MODELS``: the qwen35 models, the draft
-    model, the projector matched to them) into ``folder``, ``<name>.gguf`` each."""
+    models, the projector matched to them) into ``folder``, ``<name>.gguf`` each."""
+    from generator.testdrafts import write_test_draft
     from generator.testmodel import sizes_from, write_test_model
     from generator.testvision import write_test_projector
 
     options = _model_options(vocabulary)
     paths = {
         kind: write_test_model(folder / f"{kind}.gguf", kind, seed=0, **options)
-        for kind in TEST_MODELS[:-1]
+        for kind in _QWEN35_MODELS
     }
+    for kind in _LAYER_DRAFTS:
+        paths[kind] = write_test_draft(folder / f"{kind}.gguf", kind, seed=0, **options)
     sizes = sizes_from(**({"vocab": options["vocab"]} if "vocab" in options else {}))
     paths["projector"] = write_test_projector(folder / "projector.gguf", text_sizes=sizes)
     return paths
@@ -273,11 +286,12 @@ def _models(model: Path | None, test_models: dict[str, Path]) -> list[dict[str, 
     ]  # fmt: skip
 
 
-def _strategy_plan(target: str, draft: Path, max_tokens: int) -> dict[str, Any]:
-    """The strategies part on ``target`` (the ``partial`` test model), with the ``draft`` model."""
+def _strategy_plan(target: str, models: dict[str, Path], max_tokens: int) -> dict[str, Any]:
+    """The strategies part on ``target`` (the ``partial`` test model), each run with its draft
+    model from ``models`` (the test models by name)."""
     runs = [
-        {"name": name, "strategies": list(kinds), "draft": str(draft) if uses_draft else None}
-        for name, kinds, uses_draft in STRATEGY_RUNS
+        {"name": name, "strategies": list(kinds), "draft": str(models[draft]) if draft else None}
+        for name, kinds, draft in STRATEGY_RUNS
     ]
     return {
         "path": target,
@@ -651,7 +665,7 @@ def _test_model_parts(
 ) -> None:
     """The plan's parts on the test models: strategies, media and (``rpc``) RPC."""
     partial, agree = str(test_models["partial"]), str(test_models["agree"])
-    plan["strategies"] = _strategy_plan(partial, test_models["draft"], max_tokens)
+    plan["strategies"] = _strategy_plan(partial, test_models, max_tokens)
     plan["media"] = _media_plan(work, agree, test_models["projector"], image)
     if rpc:
         draft, draft_max = str(test_models["draft"]), plan["draft_token_max"]
