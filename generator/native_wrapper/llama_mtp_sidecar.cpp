@@ -314,6 +314,10 @@ llama_mtp_status do_accept(llama_mtp * mtp, llama_seq_id seq_id, int32_t n_accep
             slot.stats.n_accepted += (uint64_t) n_accepted;
         }
     }
+    if (mtp->defers_last_row && st.mirrored_rows > 0) {
+        // EAGLE-3's bridge row moves to the last accepted token (common/speculative.cpp, accept)
+        st.deferred = st.mirrored_first + std::min(n_accepted, st.mirrored_rows - 1);
+    }
     st.pending = -1;
     st.winner = -1;
     st.verified = false;
@@ -322,8 +326,46 @@ llama_mtp_status do_accept(llama_mtp * mtp, llama_seq_id seq_id, int32_t n_accep
     return LLAMA_MTP_STATUS_OK;
 }
 
+// A draft that reads the target's layers writes the draft rows of a token batch at the target's
+// positions, and llama.cpp takes a sequence's batch only right after what its memory holds. After
+// the target went back (a checkpoint or a saved state loaded, a prefix kept) the draft may hold
+// less than that; EAGLE-3 also defers each batch's last row to the next one (its bridge row, at
+// `deferred`). Where neither lines up, the sequence's draft memory is cleared: drafts start over
+// from this batch (poorer for a while, never wrong) instead of the draft's decode failing.
+static void realign_draft(llama_mtp * mtp, const up::batch & batch) {
+    std::vector<llama_pos> first(mtp->params.n_seq, -1), last(mtp->params.n_seq, -1);
+    std::vector<int32_t> rows(mtp->params.n_seq, 0);
+    for (const auto & e : batch.entries()) {
+        if (e.token == LLAMA_TOKEN_NULL) {
+            return;  // media rows: EAGLE-3 skips them, DFlash injects them where they stand
+        }
+        const size_t s = (size_t) e.seq_id;
+        first[s] = first[s] < 0 ? e.pos[0] : first[s];
+        last[s] = e.pos[0];
+        rows[s] += 1;
+    }
+    llama_memory_t mem = llama_get_memory(mtp->ctx_dft);
+    for (size_t s = 0; s < first.size(); ++s) {
+        if (first[s] < 0) {
+            continue;
+        }
+        seq_state & st = mtp->seqs[s];
+        const llama_pos held = llama_memory_seq_pos_max(mem, (llama_seq_id) s);
+        const bool bridged = st.deferred >= 0 && st.deferred == first[s] - 1 && st.deferred > held;
+        if (held >= 0 && held != first[s] - 1 && !bridged) {
+            llama_memory_seq_rm(mem, (llama_seq_id) s, -1, -1);
+        }
+        st.mirrored_first = first[s];
+        st.mirrored_rows = rows[s];
+        st.deferred = mtp->defers_last_row ? last[s] : -1;
+    }
+}
+
 // Feed a batch just decoded on the target to the MTP state; marks drafted sequences verified.
 llama_mtp_status mirror(llama_mtp * mtp, const up::batch & batch) {
+    if (!mtp->captured_layers.empty() || mtp->reads_final_states) {
+        realign_draft(mtp, batch);
+    }
     if (mtp->reads_final_states && !up::target_has_final_states(mtp->ctx_tgt)) {
         return fail(LLAMA_MTP_STATUS_BAD_STATE,
                     "llama_mtp_process: the EAGLE-3 draft reads the target's final hidden states, "
@@ -633,6 +675,7 @@ llama_mtp_status build_sidecar(llama_mtp & sidecar, const std::vector<llama_mtp_
         // upstream turns the capture on when it initialises the strategy, below
         sidecar.captured_layers = captured_layers(model, p.draft_model, draft_type);
         sidecar.reads_final_states = reads_final_states(model, p.draft_model, draft_type);
+        sidecar.defers_last_row = draft_type == LLAMA_MTP_STRATEGY_DRAFT_EAGLE3;
     }
     for (const strategy_info * info = strategies_begin(); info != strategies_end(); ++info) {
         for (const auto & s : list) {

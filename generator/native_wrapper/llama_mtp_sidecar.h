@@ -33,6 +33,11 @@ struct seq_state {
     bool verified = false;     // a batch for this sequence was mirrored after that draft
     llama_mtp_upstream::token_list prompt;  // what upstream's draft slot points at
     llama_mtp_upstream::token_list draft;   // upstream writes the draft here
+    // A draft reading the target's layers: where the last mirrored token batch of the sequence
+    // began, its rows, and the position EAGLE-3 left for its next bridge row (-1: none).
+    llama_pos mirrored_first = -1;
+    int32_t mirrored_rows = 0;
+    llama_pos deferred = -1;
 };
 
 // One configured strategy: its own upstream speculative state (one implementation) and counters.
@@ -67,6 +72,7 @@ struct llama_mtp {
     llama_mtp_stats stats{};
     std::vector<int32_t> captured_layers;  // target layers whose inputs the draft reads
     bool reads_final_states = false;       // EAGLE-3 reads the target's final hidden states
+    bool defers_last_row = false;          // EAGLE-3 writes a batch's last row with the next
 
     ~llama_mtp();
 };

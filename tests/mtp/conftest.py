@@ -49,10 +49,14 @@ def libs(runtime: Any, host_build: BuildResult) -> Any:
 
 @pytest.fixture(scope="session")
 def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    from generator.testdrafts import DRAFT_KINDS, write_test_draft
     from generator.testmodel import KINDS, write_test_model
 
     folder = tmp_path_factory.mktemp("mtp-models")
-    return {kind: write_test_model(folder / f"{kind}.gguf", kind, seed=0) for kind in KINDS}
+    written = {kind: write_test_model(folder / f"{kind}.gguf", kind, seed=0) for kind in KINDS}
+    for kind in DRAFT_KINDS:
+        written[kind] = write_test_draft(folder / f"{kind}.gguf", kind, seed=0)
+    return written
 
 
 # A chatml template as model files carry it (Jinja); llama.cpp recognises it by its markers.

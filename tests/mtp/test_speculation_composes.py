@@ -38,8 +38,19 @@ MODES = (
     "ngram-mod",
     "ngram-cache",
     "draft-simple",
+    "draft-eagle3",
+    "draft-dflash",
+    "draft-dspark",
     "ngram-mod+draft-mtp",
+    "ngram-mod+draft-dspark",
 )
+# The test model each draft-model strategy drafts with: each disagrees with the target sometimes.
+DRAFTS = {
+    "draft-simple": "draft",
+    "draft-eagle3": "eagle3-partial",
+    "draft-dflash": "dflash-partial",
+    "draft-dspark": "dspark-partial",
+}
 # n-gram map strategies given keys short enough for these short turns
 SHORT_NGRAMS = ("ngram-simple", "ngram-map-k", "ngram-map-k4v")
 
@@ -57,7 +68,7 @@ def context_factory(
     **options: Any,
 ) -> Iterator[ContextFactory]:
     """A function making contexts of ``mode`` on the partial model (drafts accepted only
-    sometimes; ``models``: ``partial`` and ``draft``), all on one loaded model (``n_ctx`` cells
+    sometimes; ``models``: ``partial`` and the drafts of ``DRAFTS``), all on one loaded model (``n_ctx`` cells
     per sequence; ``options``: more of the contexts' arguments)."""
     context_options = options
     with ExitStack() as stack:
@@ -67,9 +78,10 @@ def context_factory(
         if mode == "none":
             spec = runtime.SpeculativeDecoding()
         else:
-            if mode == "draft-simple":
+            drafting = [DRAFTS[kind] for kind in mode.split("+") if kind in DRAFTS]
+            if drafting:
                 options["draft_model"] = stack.enter_context(
-                    runtime.Model(models["draft"], libs=libs)
+                    runtime.Model(models[drafting[0]], libs=libs)
                 )
             strategies = tuple(
                 runtime.Strategy(kind, size_n=3, size_m=6) if kind in SHORT_NGRAMS else kind
@@ -123,7 +135,9 @@ def test_a_chat_reuses_its_prefix_and_equals_fresh_contexts(
         assert sum(r.metrics.drafted_tokens for r in reused) > 0
 
 
-@pytest.mark.parametrize("mode", ["none", "draft-mtp", "ngram-map-k", "draft-simple"])
+@pytest.mark.parametrize(
+    "mode", ["none", "draft-mtp", "ngram-map-k", "draft-simple", "draft-eagle3", "draft-dflash"]
+)
 def test_a_prompt_that_leaves_the_last_reply_restores_a_checkpoint(
     runtime: Any, libs: Any, models: dict[str, Path], mode: str
 ) -> None:
@@ -151,7 +165,16 @@ def test_a_prompt_that_leaves_the_last_reply_restores_a_checkpoint(
 
 
 @pytest.mark.parametrize(
-    "mode", ["draft-mtp", "ngram-simple", "draft-simple", "ngram-mod+draft-mtp"]
+    "mode",
+    [
+        "draft-mtp",
+        "ngram-simple",
+        "draft-simple",
+        "draft-eagle3",
+        "draft-dflash",
+        "draft-dspark",
+        "ngram-mod+draft-mtp",
+    ],
 )
 def test_logprobs_under_speculation_equal_plain_decodings(
     runtime: Any, libs: Any, models: dict[str, Path], mode: str
