@@ -222,8 +222,14 @@ llama_mtp_status do_draft(llama_mtp * mtp, llama_seq_id seq_id, llama_token id_l
         return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT, "llama_mtp_draft: pos0 must be >= 0");
     }
     const int32_t limit = std::min(n_max, mtp->params.n_max);
+    // EAGLE-3 seeds its draft with the row it deferred; when the target went back since (a
+    // checkpoint or state loaded) that row is not id_last's, and it is not asked this step.
+    const bool stale_seed = mtp->defers_last_row && st.deferred >= 0 && st.deferred + 1 != pos0;
     auto ask = [&](strategy_slot & slot) {
         st.draft.clear();
+        if (stale_seed && slot.info->draft_context) {
+            return false;
+        }
         up::draft(slot.spec, seq_id, id_last, pos0, limit, &st.prompt, &st.draft);
         // A draft model's vocabulary may be a little larger than the target's: cut the draft
         // before a token the target does not have.
@@ -308,15 +314,15 @@ llama_mtp_status do_accept(llama_mtp * mtp, llama_seq_id seq_id, int32_t n_accep
         const bool won = (int32_t) i == st.winner;
         if (won || (slot.info->draft_context && slot.drafted[(size_t) seq_id])) {
             up::accept(slot.spec, seq_id, (uint16_t) n_accepted);
+            if (slot.info->draft_context && mtp->defers_last_row && st.mirrored_rows > 0) {
+                // EAGLE-3's bridge row moves to the last accepted token (its accept)
+                st.deferred = st.mirrored_first + std::min(n_accepted, st.mirrored_rows - 1);
+            }
         }
         if (won) {
             slot.stats.n_drafts += 1;
             slot.stats.n_accepted += (uint64_t) n_accepted;
         }
-    }
-    if (mtp->defers_last_row && st.mirrored_rows > 0) {
-        // EAGLE-3's bridge row moves to the last accepted token (common/speculative.cpp, accept)
-        st.deferred = st.mirrored_first + std::min(n_accepted, st.mirrored_rows - 1);
     }
     st.pending = -1;
     st.winner = -1;

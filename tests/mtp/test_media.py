@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from generator.testdrafts import write_test_draft
 from generator.testimage import solid_png
 from generator.testmodel import BYTES_VOCAB_MIN, sizes_from, write_test_model
 from generator.testvision import write_test_projector
@@ -50,6 +51,10 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             folder / "agree.gguf", "agree", chat_template=CHATML_JINJA, **common
         ),
         "draft": write_test_model(folder / "draft.gguf", "draft", **common),
+        **{
+            kind: write_test_draft(folder / f"{kind}.gguf", kind, **common)
+            for kind in ("eagle3-partial", "dflash-partial", "dspark-partial")
+        },
         "projector": write_test_projector(
             folder / "projector.gguf", text_sizes=sizes_from(vocab=BYTES_VOCAB_MIN)
         ),
@@ -163,11 +168,15 @@ def test_prompt_positions_and_cells(runtime: Any, libs: Any, files: dict[str, Pa
         assert prompt.tokens[-1] >= 0  # the prompt ends with text
 
 
+# name: (strategies, the draft model's file or None)
 SPECULATIVE = {
-    "draft-mtp": (("draft-mtp",), False),
-    "draft-simple": (("draft-simple",), True),
-    "ngram-simple": (("ngram-simple",), False),
-    "ngram-simple+draft-mtp": (("ngram-simple", "draft-mtp"), False),
+    "draft-mtp": (("draft-mtp",), None),
+    "draft-simple": (("draft-simple",), "draft"),
+    "draft-eagle3": (("draft-eagle3",), "eagle3-partial"),
+    "draft-dflash": (("draft-dflash",), "dflash-partial"),
+    "draft-dspark": (("draft-dspark",), "dspark-partial"),
+    "ngram-simple": (("ngram-simple",), None),
+    "ngram-simple+draft-mtp": (("ngram-simple", "draft-mtp"), None),
 }
 
 
@@ -175,10 +184,10 @@ SPECULATIVE = {
 def test_speculation_after_an_image_equals_plain_greedy(
     runtime: Any, libs: Any, files: dict[str, Path], image: Path, name: str
 ) -> None:
-    kinds, with_draft = SPECULATIVE[name]
+    kinds, draft_file = SPECULATIVE[name]
     text = "abcdefghijklmnopqrstuvwxyz0123456789 <__media__> abcd"  # the reply is in the prompt
     plain = generate(runtime, libs, files, text, [image], max_tokens=24)
-    draft = runtime.Model(files["draft"], libs=libs) if with_draft else None
+    draft = runtime.Model(files[draft_file], libs=libs) if draft_file else None
     try:
         spec = runtime.SpeculativeDecoding(strategies=kinds, draft_model=draft)
         fast = generate(runtime, libs, files, text, [image], spec, max_tokens=24)

@@ -139,16 +139,53 @@ def test_draft_model_with_another_vocabulary_is_refused(
             runtime.Context(m, speculative=spec)
 
 
-def test_strategies_the_wrapper_never_runs_are_refused_by_it(
+LAYER_DRAFTS = ("eagle3", "dflash", "dspark")
+
+
+@pytest.mark.parametrize("partial", [False, True], ids=["agreeing", "partial"])
+@pytest.mark.parametrize("family", LAYER_DRAFTS)
+def test_drafts_reading_the_target_keep_greedy_output(
+    runtime: Any,
+    libs: Any,
+    models: dict[str, Path],
+    plain_tokens: tuple[int, ...],
+    family: str,
+    partial: bool,
+) -> None:
+    """draft-eagle3, -dflash and -dspark with their test drafts (generator/testdrafts.py): the
+    target's output, counted per strategy; the agreeing drafts are always right, the partial
+    ones wrong after every disagree_every-th token."""
+    kind = f"draft-{family}"
+    with runtime.Model(models[family + ("-partial" if partial else "")], libs=libs) as draft:
+        spec = runtime.SpeculativeDecoding(strategies=(kind,), draft_model=draft, draft_token_max=4)
+        result = _generate(runtime, libs, models["partial"], spec, mtp=False)
+    assert tuple(result.tokens) == plain_tokens
+    _check_counts(result, [kind])
+    rate = result.metrics.acceptance_rate
+    assert 0.0 < rate < 1.0 if partial else rate == 1.0
+
+
+def test_a_layer_draft_mixes_with_an_ngram_strategy(
+    runtime: Any, libs: Any, models: dict[str, Path], plain_tokens: tuple[int, ...]
+) -> None:
+    with runtime.Model(models["eagle3-partial"], libs=libs) as draft:
+        spec = runtime.SpeculativeDecoding(
+            strategies=("ngram-mod", "draft-eagle3"), draft_model=draft, draft_token_max=8
+        )
+        result = _generate(runtime, libs, models["partial"], spec, mtp=False)
+    assert tuple(result.tokens) == plain_tokens
+    _check_counts(result, ["ngram-mod", "draft-eagle3"])
+
+
+def test_a_draft_for_another_strategy_is_refused_by_the_wrapper(
     runtime: Any, libs: Any, models: dict[str, Path]
 ) -> None:
-    """draft-eagle3, -dflash and -dspark are refused by the library (its message, its rule), at
-    Context creation: the bindings do not keep their own list."""
-    labels = {"draft-eagle3": "EAGLE-3", "draft-dflash": "DFlash", "draft-dspark": "DSpark"}
-    with runtime.Model(models["agree"], load_mtp=True, libs=libs) as model:
-        for kind, label in labels.items():
-            spec = runtime.SpeculativeDecoding(strategies=(kind,))
-            with pytest.raises(runtime.LlamaUnsupportedError, match=label):
+    """An EAGLE-3 draft given to draft-dflash: the wrapper's typed refusal (llama.cpp would
+    abort), at Context creation, with the library's message."""
+    with runtime.Model(models["eagle3"], libs=libs) as draft:
+        with runtime.Model(models["partial"], libs=libs) as model:
+            spec = runtime.SpeculativeDecoding(strategies=("draft-dflash",), draft_model=draft)
+            with pytest.raises(runtime.LlamaUnsupportedError, match="'eagle3' model"):
                 runtime.Context(model, n_ctx=128, speculative=spec)
 
 
