@@ -83,9 +83,7 @@ DRAFT_KINDS: Final = (
     "dspark-partial",
 )
 # The strategy (llama_mtp.h's name) each draft kind is for.
-STRATEGY_OF_KIND: Final = {
-    kind: "draft-" + kind.removesuffix("-partial") for kind in DRAFT_KINDS
-}
+STRATEGY_OF_KIND: Final = {kind: "draft-" + kind.removesuffix("-partial") for kind in DRAFT_KINDS}
 EAGLE3_LAYERS: Final = (0, 1, 2)  # 2 = the target's layer count: its final hidden state
 DFLASH_LAYERS: Final = (0, 1)
 MASK_TOKEN: Final = 1
@@ -114,7 +112,9 @@ def write_test_draft(
     draft that matches.
     """
     if kind not in DRAFT_KINDS:
-        raise UsageError(f"unknown test draft kind {kind!r}; expected one of {', '.join(DRAFT_KINDS)}")
+        raise UsageError(
+            f"unknown test draft kind {kind!r}; expected one of {', '.join(DRAFT_KINDS)}"
+        )
     sizes = sizes_from(**target_sizes)
     tokenizer = Tokenizer(vocabulary)
     tokenizer.validate(sizes.vocab)

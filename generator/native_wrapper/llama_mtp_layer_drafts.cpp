@@ -92,13 +92,10 @@ llama_mtp_status pair_check::kind() const {
     }
     up::tensor_shape markov{};
     const bool has_markov = up::find_tensor(dft, "markov_w1.weight", markov);
-    if (dspark() && !has_markov) {
-        return mismatch("it has no Markov head (markov_w1.weight): a DFlash draft, run it with "
-                        "draft-dflash");
-    }
-    if (!dspark() && has_markov) {
-        return mismatch("it has a Markov head (markov_w1.weight): a DSpark draft, run it with "
-                        "draft-dspark");
+    if (dspark() != has_markov) {
+        const int32_t other = dspark() ? LLAMA_MTP_STRATEGY_DRAFT_DFLASH : LLAMA_MTP_STRATEGY_DRAFT_DSPARK;
+        return mismatch(std::string(has_markov ? "it has" : "it has no") +
+                        " Markov head (markov_w1.weight): run it with " + find_strategy(other)->name);
     }
     return LLAMA_MTP_STATUS_OK;
 }

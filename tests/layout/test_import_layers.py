@@ -14,7 +14,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("paths", "jsontext", "hashing", "symbols", "debs", "progress"),
     ("templating",),
     ("platforms", "releases", "testmodel", "testimage"),
-    ("testvision",),
+    ("testvision", "testdrafts"),
     ("ir",),
     ("sources",),
     ("github_api", "models"),

@@ -2,7 +2,8 @@
 test models (a renamed argument or
 a removed name fails here): each ```python block is run as it is written, with its file names
 pointing at test files (``model.gguf``: the MTP model with a chat template, ``target.gguf`` and
-``draft.gguf``: a target and its draft, ``mmproj.gguf``: the test projector, ``photo.jpg``:
+``draft.gguf``: a target and its draft, ``target-dflash.gguf``: a DFlash draft of that
+target, ``mmproj.gguf``: the test projector, ``photo.jpg``:
 llama.cpp's test image, ``/path/to/lib`` and ``$LLAMA_BINDGEN_LIB_DIR``: the host build) and
 ``prompt`` given."""
 
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 
 from generator.native.build import BuildResult
+from generator.testdrafts import write_test_draft
 from generator.testmodel import BYTES_VOCAB_MIN, sizes_from, write_test_model
 from generator.testvision import write_test_projector
 from tests.mtp.conftest import CHATML_JINJA
@@ -42,6 +44,7 @@ def files(tmp_path_factory: pytest.TempPathFactory, tree_pin: Path) -> dict[str,
         "model.gguf": str(model),
         "target.gguf": str(write_test_model(folder / "t.gguf", "plain", **common)),
         "draft.gguf": str(write_test_model(folder / "d.gguf", "draft", **common)),
+        "target-dflash.gguf": str(write_test_draft(folder / "df.gguf", "dflash", **common)),
         "mmproj.gguf": str(write_test_projector(folder / "p.gguf", text_sizes=sizes)),
         "/path/to/photo.jpg": str(photo),
         "photo.jpg": str(photo),

@@ -68,8 +68,8 @@ def context_factory(
     **options: Any,
 ) -> Iterator[ContextFactory]:
     """A function making contexts of ``mode`` on the partial model (drafts accepted only
-    sometimes; ``models``: ``partial`` and the drafts of ``DRAFTS``), all on one loaded model (``n_ctx`` cells
-    per sequence; ``options``: more of the contexts' arguments)."""
+    sometimes; ``models``: ``partial`` and the drafts of ``DRAFTS``), all on one loaded model
+    (``n_ctx`` cells per sequence; ``options``: more of the contexts' arguments)."""
     context_options = options
     with ExitStack() as stack:
         mtp = "draft-mtp" in mode

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from generator.errors import SourceError
-from generator.native.nextn_archs import single_nextn_architectures
+from generator.native.nextn_archs import layer_input_architectures, single_nextn_architectures
 from generator.testmodel import ARCH
 
 
@@ -58,3 +58,32 @@ def test_b11312_limits_the_test_models_architecture(tree_b11312: Path) -> None:
 @pytest.mark.needs_tree
 def test_a_tree_before_mtp_lists_none(tree_63d93d1: Path) -> None:
     assert single_nextn_architectures(tree_63d93d1) == []
+
+
+def test_layer_inputs_are_read_from_each_graph_template_or_not(tmp_path: Path) -> None:
+    """A class (template or not) whose graph sets t_layer_inp[il] exports layer inputs for every
+    architecture that constructs it; t_layer_inp[n_layer] marks the final input too."""
+    root = _fake_tree(tmp_path)
+    models = root / "src" / "models"
+    (models / "alpha.cpp").write_text(
+        "template <bool x>\nllama_model_alpha::graph<x>::graph(const llama_model & m) {\n"
+        "    res->t_layer_inp[il] = inpL;\n}\n"
+    )
+    (models / "beta.cpp").write_text(
+        "llama_model_beta::graph::graph(const llama_model & m) {\n"
+        "    res->t_layer_inp[il] = cur;\n    res->t_layer_inp[n_layer] = cur;\n}\n"
+    )
+    (models / "gamma.cpp").write_text("void helper() { res->t_layer_inp[il] = cur; }\n")
+    assert layer_input_architectures(root) == (["alpha", "alpha-moe", "beta"], ["beta"])
+
+
+@pytest.mark.needs_tree
+def test_the_pinned_tree_exports_the_test_models_layer_inputs(tree_pin: Path) -> None:
+    inputs, final = layer_input_architectures(tree_pin)
+    assert ARCH in inputs and "llama" in inputs  # qwen35 (the test targets), Llama's template
+    assert ARCH not in final and "nemotron_h" in final
+
+
+@pytest.mark.needs_tree
+def test_a_tree_before_mtp_exports_none(tree_63d93d1: Path) -> None:
+    assert layer_input_architectures(tree_63d93d1) == ([], [])

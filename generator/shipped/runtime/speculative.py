@@ -52,8 +52,8 @@ _DRAFT_DEFAULT: Final[int] = getattr(constants, "LLAMA_MTP_DRAFT_DEFAULT", 1)
 def refused_statuses() -> tuple[int, ...]:
     """The llama_mtp statuses that mean "this cannot run here" (LlamaUnsupportedError): no MTP
     head, not loaded, a strategy or mix the library cannot run, a draft model of another
-    vocabulary or one that does not fit its strategy or target, an unreadable n-gram cache file, a strategy or feature the llama.cpp release
-    lacks."""
+    vocabulary or one that does not fit its strategy or target, an unreadable n-gram cache file,
+    a strategy or feature the llama.cpp release lacks."""
     c = constants
     return (
         c.LLAMA_MTP_STATUS_NO_NEXTN_LAYERS,
@@ -129,9 +129,9 @@ class SpeculativeDecoding:
     :class:`Model` draft-simple, draft-eagle3, draft-dflash and draft-dspark draft with (same
     vocabulary as the target; an EAGLE-3, DFlash or DSpark draft is one trained for this target,
     which reads its hidden states and may share its embeddings and output head; ``draft_n_ctx``
-    0: the target's context size). Checked here, before anything native runs: a ValueError names a bad
-    value, :class:`LlamaUnsupportedError` a strategy or mix that cannot run and why. The n-gram
-    strategies keep their state (ngram-map-k's map, ngram-mod's pool, ngram-cache's dynamic
+    0: the target's context size). Checked here, before anything native runs: a ValueError names
+    a bad value, :class:`LlamaUnsupportedError` a strategy or mix that cannot run and why. The
+    n-gram strategies keep their state (ngram-map-k's map, ngram-mod's pool, ngram-cache's dynamic
     cache) across the generations of one :class:`Context`, as a llama.cpp server slot does, so a
     second generation may draft differently, and take another number of steps, than the first; a
     new Context starts fresh.
