@@ -47,15 +47,20 @@ SCHEMA = {
 
 @pytest.fixture(scope="module")
 def bytes_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """``bytes`` models (they can write JSON): ``partial`` with an MTP head, ``draft``."""
+    """``bytes`` models (they can write JSON): ``partial`` with an MTP head, ``draft``, and a
+    DSpark draft of the target (``dspark-partial``)."""
+    from generator.testdrafts import write_test_draft
     from generator.testmodel import BYTES_VOCAB_MIN, write_test_model
 
     folder = tmp_path_factory.mktemp("server-models")
     common: dict[str, Any] = {"vocabulary": "bytes", "vocab": BYTES_VOCAB_MIN}
-    return {
+    written = {
         kind: write_test_model(folder / f"{kind}.gguf", kind, **common)
         for kind in ("partial", "draft")
     }
+    kind = "dspark-partial"
+    written[kind] = write_test_draft(folder / f"{kind}.gguf", kind, **common)
+    return written
 
 
 @pytest.fixture(scope="module")
@@ -421,6 +426,53 @@ def test_an_image_as_a_data_uri(
     assert "has no chat template" not in live.output()  # the GGUF's own
     assert answer.usage is not None
     assert answer.usage.prompt_tokens == expected["usage"]["prompt_tokens"]
+
+
+def test_clients_at_once_with_a_dspark_draft(
+    runtime: Any,
+    libs: Any,
+    host_build: BuildResult,
+    bytes_models: dict[str, Path],
+    chatml_file: Path,
+    tmp_path: Path,
+) -> None:
+    """``--speculative draft-dspark --draft-model``: three clients at once through the official
+    client get the replies of plain decoding in-process, and the metrics count the strategy's
+    drafts."""
+    from llama_bindings.openai_format import create_chat_completion
+
+    chats = [[{"role": "user", "content": text}] for text in ("abc", "hello", "xyz")]
+    template = chatml_file.read_text(encoding="utf-8")
+    with runtime.Model(bytes_models["partial"], libs=libs) as model:
+        with runtime.Context(model, n_ctx=1024) as ctx:
+            expected = [
+                create_chat_completion(ctx, c, max_tokens=16, temperature=0, template=template)
+                for c in chats
+            ]
+    args = ["--model", str(bytes_models["partial"]), "--slots", "3", "--ctx-size", "3072",
+            "--speculative", "draft-dspark", "--draft-model", str(bytes_models["dspark-partial"]),
+            "--draft-max", "4", "--chat-template-file", str(chatml_file)]  # fmt: skip
+    with live_server(host_build.lib_dir, args, tmp_path / "server.log") as live:
+        seen = openai.OpenAI(base_url=f"{live.base_url}/v1", api_key="-", max_retries=0)
+        with ThreadPoolExecutor(len(chats)) as pool:
+            answers = list(
+                pool.map(
+                    lambda chat: seen.chat.completions.create(
+                        model="partial", messages=chat, max_tokens=16, temperature=0
+                    ),
+                    chats,
+                )
+            )
+        connection = http.client.HTTPConnection("127.0.0.1", live.port, timeout=60)
+        connection.request("GET", "/metrics")
+        metrics = connection.getresponse().read().decode("utf-8")
+        connection.close()
+    for answer, reference in zip(answers, expected, strict=True):
+        assert answer.choices[0].message.content == reference["choices"][0]["message"]["content"]
+    drafted = re.search(
+        r'llama_bindings_strategy_drafted_tokens_total\{strategy="draft-dspark"\} (\d+)', metrics
+    )
+    assert drafted is not None and int(drafted.group(1)) > 0, metrics[-2000:]
 
 
 SERVING = REPO_ROOT / "docs" / "how-to" / "serving.md"

@@ -104,7 +104,7 @@ def _parser() -> argparse.ArgumentParser:
     add("--model", "-m", help="the GGUF model")
     add("--mmproj", help="the multimodal projector GGUF (images, audio)")
     add("--lora", action="append", help="a LoRA adapter, path or path:scale (repeatable)")
-    add("--draft-model", help="the draft model of draft-simple")
+    add("--draft-model", help="the draft model (draft-simple, draft-eagle3, draft-dflash, ...)")
     add("--speculative", help="speculative mode or mix, e.g. draft-mtp, ngram-mod+draft-mtp")
     add("--draft-max", type=int, help="most draft tokens per step")
     add("--slots", "-np", type=int, help="parallel slots (sequences of one context; default 4)")
