@@ -100,14 +100,14 @@ def write_test_draft(
     *,
     vocabulary: str = "test",
     target_layers: Sequence[int] | None = None,
-    embd: int | None = None,
+    draft_embd: int | None = None,
     mask_token: int | None = MASK_TOKEN,
     **target_sizes: int | str,
 ) -> Path:
     """Write a draft of ``kind`` (one of DRAFT_KINDS) for the test target of ``seed``,
     ``vocabulary`` and ``target_sizes`` (ModelSizes fields: the target's) to ``path``.
 
-    ``target_layers``, ``embd`` (the draft's width; default the target's) and ``mask_token``
+    ``target_layers``, ``draft_embd`` (the draft's width; default the target's) and ``mask_token``
     (None: no mask token) exist to make drafts a binding must refuse; their defaults make the
     draft that matches.
     """
@@ -127,7 +127,7 @@ def write_test_draft(
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial_path = path.with_name(path.name + ".partial")
-    spec = _Draft(kind, seed, sizes, layers, embd or sizes.embd, mask_token)
+    spec = _Draft(kind, seed, sizes, layers, draft_embd or sizes.embd, mask_token)
     try:
         writer = gguf.GGUFWriter(partial_path, "eagle3" if family == "eagle3" else "dflash")
         spec.write(writer, tokenizer)
