@@ -88,9 +88,9 @@ NO_MODEL_CASES = {
     "default_strategy_old_struct": "UNSUPPORTED_VERSION",
     "strategy_supported_mtp": "OK",
     "strategy_supported_ngram_cache": "OK",
-    "strategy_supported_eagle3": "UNSUPPORTED_STRATEGY",
-    "strategy_supported_dflash": "UNSUPPORTED_STRATEGY",
-    "strategy_supported_dspark": "UNSUPPORTED_STRATEGY",
+    "strategy_supported_eagle3": "OK",
+    "strategy_supported_dflash": "OK",
+    "strategy_supported_dspark": "OK",
     "strategy_supported_bogus": "INVALID_ARGUMENT",
 }
 
@@ -98,7 +98,7 @@ NO_MODEL_CASES = {
 RUNS = ("ngram_simple", "ngram_map_k", "ngram_map_k4v", "ngram_mod", "ngram_cache", "draft_simple")
 STRATEGY_CASES = {
     "create_two_draft_contexts": "UNSUPPORTED_STRATEGY",
-    "create_eagle3": "UNSUPPORTED_STRATEGY",
+    "create_eagle3": "DRAFT_MISMATCH",  # a qwen35 model passed as the EAGLE-3 draft
     "create_unknown_strategy": "INVALID_ARGUMENT",
     "create_strategy_twice": "INVALID_ARGUMENT",
     "create_ngram_size_zero": "INVALID_ARGUMENT",
@@ -201,9 +201,8 @@ MESSAGES = {
     "step_wrong_n_past": "not the next position",
     "step_sampler_selects_none": "selects no token",
     "seq_rm_refused": "refused",
-    "strategy_supported_eagle3": "EAGLE-3",
     "create_two_draft_contexts": "both need a draft context",
-    "create_eagle3": "EAGLE-3",
+    "create_eagle3": "general.architecture",
     "create_strategy_twice": "listed twice",
     "create_ngram_size_zero": "size_n",
     "create_ngram_size_too_big": "size_m",
