@@ -7,6 +7,12 @@
  *   ... OTHER.gguf CACHE_OK CACHE_BAD MISSING   also the strategy cases: OTHER has another
  *                                            vocabulary; CACHE_OK is a valid n-gram cache file,
  *                                            CACHE_BAD a malformed one, MISSING does not exist
+ *   mtp_cases --layer-draft NAME TARGET.gguf DRAFT.gguf STRATEGY P_MIN [run]
+ *                                            one draft that reads the target's layers (draft-eagle3,
+ *                                            draft-dflash, draft-dspark: STRATEGY is its name)
+ *                                            against TARGET: llama_mtp_create's status as case NAME,
+ *                                            and with "run" a speculative run (one process a case,
+ *                                            so that an abort names its case)
  *
  * Prints one line per case:  CASE <name> <status> <message>
  * and facts as:              INFO <key> <value>
@@ -535,12 +541,15 @@ static void chat_cases(void) {
     llama_mtp_string_free(NULL);
 }
 
-/* llama_mtp_create on a fresh agree context with these strategies; the handle is freed. */
-static enum llama_mtp_status try_create(struct llama_model * agree, const struct llama_mtp_strategy * list,
-                                        uint32_t n, struct llama_model * draft) {
-    struct llama_context * ctx = new_ctx(agree, 8);
+/* llama_mtp_create on a fresh context of the target with these strategies and p_min; the
+ * handle is freed. */
+static enum llama_mtp_status try_create_p_min(struct llama_model * target,
+                                              const struct llama_mtp_strategy * list, uint32_t n,
+                                              struct llama_model * draft, float p_min) {
+    struct llama_context * ctx = new_ctx(target, 8);
     struct llama_mtp_params p = default_params();
     p.n_max = 8;
+    p.p_min = p_min;
     p.strategies = list;
     p.n_strategies = n;
     p.draft_model = draft;
@@ -549,6 +558,12 @@ static enum llama_mtp_status try_create(struct llama_model * agree, const struct
     llama_mtp_free(h);
     llama_free(ctx);
     return st;
+}
+
+/* llama_mtp_create on a fresh agree context with these strategies; the handle is freed. */
+static enum llama_mtp_status try_create(struct llama_model * agree, const struct llama_mtp_strategy * list,
+                                        uint32_t n, struct llama_model * draft) {
+    return try_create_p_min(agree, list, n, draft, 0.0f);
 }
 
 /* A speculative run with these strategies on a prompt that repeats itself; prints
@@ -705,9 +720,37 @@ static void strategy_cases(const char * agree_path, const char * plain_path, con
     llama_model_free(agree);
 }
 
+/* --layer-draft: see the top of this file. A draft llama.cpp's loader refuses is reported as
+ * INFO draft_load_failed 1 (no case line). */
+static void layer_draft_case(char ** argv, int run) {
+    const char * name = argv[0];
+    int32_t type = 0;
+    for (int32_t t = 1; t < 64 && type == 0; ++t) {
+        const char * s = llama_mtp_strategy_name(t);
+        if (s != NULL && strcmp(s, argv[3]) == 0) type = t;
+    }
+    struct llama_model * target = load(argv[1], 0);
+    if (!target || type == 0) { printf("INFO setup_failed %s\n", name); return; }
+    struct llama_model * draft = load(argv[2], 0);
+    printf("INFO draft_load_failed %d\n", draft == NULL);
+    if (draft) {
+        struct llama_mtp_strategy one = strategy(type);
+        report(name, try_create_p_min(target, &one, 1, draft, (float) atof(argv[4])));
+        if (run) strategy_run(name, target, &one, 1, draft);
+        llama_model_free(draft);
+    }
+    llama_model_free(target);
+}
+
 int main(int argc, char ** argv) {
     llama_log_set(quiet_log, NULL);
     llama_backend_init();
+    if (argc >= 7 && strcmp(argv[1], "--layer-draft") == 0) {
+        layer_draft_case(argv + 2, argc >= 8 && strcmp(argv[7], "run") == 0);
+        llama_backend_free();
+        printf("DONE\n");
+        return 0;
+    }
     no_model_cases();
     no_model_strategy_cases();
     chat_cases();

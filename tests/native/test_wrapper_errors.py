@@ -4,6 +4,9 @@ The program tests/native/mtp_cases.c makes the calls; this test checks each case
 ``enum llama_mtp_status`` as libclang reads it from llama_mtp.h. It runs on every platform built
 here, the way the registry says this machine runs it: linux-x86_64 natively, linux-aarch64 under
 qemu, windows-x86_64 under wine (those fail, never skip, when qemu or wine is missing).
+
+The drafts that read the target's layers (draft-eagle3, -dflash, -dspark) are checked one test
+draft (generator/testdrafts.py) a process, so that an abort fails its own case (LAYER_DRAFTS).
 """
 
 from __future__ import annotations
@@ -11,7 +14,9 @@ from __future__ import annotations
 import os
 import struct
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -255,8 +260,10 @@ def cases_exe(build: BuildResult, tmp_path_factory: pytest.TempPathFactory) -> P
     return exe
 
 
-def _run(run: Execution, exe: Path, *models: Path) -> subprocess.CompletedProcess[str]:
-    argv = [*run.prefix, str(exe), *(run.program_path(m) for m in models)]
+def _run(run: Execution, exe: Path, *args: Path | str) -> subprocess.CompletedProcess[str]:
+    """mtp_cases with these arguments (a Path as the program names it)."""
+    named = (run.program_path(a) if isinstance(a, Path) else a for a in args)
+    argv = [*run.prefix, str(exe), *named]
     return subprocess.run(
         argv, capture_output=True, text=True, timeout=600, env={**os.environ, **run.env}
     )
@@ -411,3 +418,131 @@ def test_strategy_cases(
     per = [tuple(int(x) for x in entry.split(":")) for entry in info["run_mix_per"].split()]
     assert sorted(t for t, *_ in per) == [3, 6]  # draft-mtp and ngram-simple
     assert all(drafts > 0 and 0 < acc <= drafted for _, drafts, drafted, acc in per), per
+
+
+@dataclass(frozen=True)
+class LayerDraft:
+    """A draft of generator.testdrafts passed to a strategy that reads the target's layers.
+
+    ``status`` None: llama.cpp's own loader refuses the file (the wrapper never sees it); ``run``:
+    after an OK create, a speculative run that must give the greedy output."""
+
+    kind: str
+    strategy: str
+    status: str | None
+    message: str  # what the refusal must name
+    options: dict[str, Any]  # write_test_draft's
+    p_min: float
+    run: bool
+
+
+def _draft(
+    kind: str,
+    status: str | None,
+    message: str = "",
+    *,
+    strategy: str = "",
+    p_min: float = 0.0,
+    run: bool = False,
+    **options: Any,
+) -> LayerDraft:
+    """A case; the strategy is the kind's own (draft-<kind>) unless named."""
+    return LayerDraft(kind, strategy or f"draft-{kind}", status, message, options, p_min, run)
+
+
+MISMATCH = "DRAFT_MISMATCH"
+
+# Against the plain test target (qwen35, 2 layers, width 64, 256 tokens); each refusal is a check
+# of llama_mtp_layer_drafts.cpp.
+LAYER_DRAFTS = {
+    "eagle3_ok": _draft("eagle3", "OK", run=True),
+    "dflash_ok": _draft("dflash", "OK", run=True),
+    "dspark_ok": _draft("dspark", "OK", run=True),
+    "eagle3_as_dflash": _draft("eagle3", MISMATCH, "not a 'dflash'", strategy="draft-dflash"),
+    "dflash_as_eagle3": _draft("dflash", MISMATCH, "not a 'eagle3'", strategy="draft-eagle3"),
+    "dspark_as_dflash": _draft(
+        "dspark", MISMATCH, "run it with draft-dspark", strategy="draft-dflash"
+    ),
+    "dflash_as_dspark": _draft(
+        "dflash", MISMATCH, "run it with draft-dflash", strategy="draft-dspark"
+    ),
+    "eagle3_layer_out_of_range": _draft(
+        "eagle3", MISMATCH, "target layer 7 is outside [0, 2]", target_layers=[0, 1, 7]
+    ),
+    "eagle3_layer_negative": _draft(
+        "eagle3", MISMATCH, "target layer -1 is outside [0, 2]", target_layers=[-1, 0, 1]
+    ),
+    "dflash_layer_out_of_range": _draft(
+        "dflash", MISMATCH, "target layer 5 is outside [0, 2]", target_layers=[0, 5]
+    ),
+    # 2 == the target's layer count: EAGLE-3 reads the final hidden state there; DFlash would read
+    # the input after the last layer, which qwen35 does not export
+    "dflash_past_the_last_layer": _draft(
+        "dflash", MISMATCH, "target layer 2 (past the last layer)", target_layers=[0, 2]
+    ),
+    # llama.cpp's loader refuses these itself (EAGLE-3: exactly 3 layers; DFlash: at least one)
+    "eagle3_two_layers": _draft("eagle3", None, target_layers=[0, 1]),
+    "dflash_no_layers": _draft("dflash", None, target_layers=[]),
+    "eagle3_narrower_draft": _draft(
+        "eagle3", MISMATCH, "token_embd.weight is 64 wide, the draft is 32", draft_embd=32
+    ),
+    "eagle3_for_a_narrower_target": _draft(
+        "eagle3", MISMATCH, "eagle3.target_hidden_size is 32, the target's width is 64", embd=32
+    ),
+    "dflash_narrower_draft": _draft(
+        "dflash", MISMATCH, "its width is 32, the target's 64", draft_embd=32
+    ),
+    # 300 tokens: within draft-simple's slack of 128, but these drafts read the target's ids
+    "dflash_other_vocab_size": _draft(
+        "dflash", "VOCAB_MISMATCH", "it has 300 tokens, the target 256", vocab=300
+    ),
+    "dflash_no_mask_token": _draft("dflash", MISMATCH, "no mask token", mask_token=None),
+    "dspark_p_min_no_confidence_head": _draft(
+        "dspark", "INVALID_ARGUMENT", "no confidence head", p_min=0.5
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def layer_draft_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The plain target ("target") and each case's draft."""
+    from generator.testdrafts import write_test_draft
+    from generator.testmodel import write_test_model
+
+    folder = tmp_path_factory.mktemp("layer-drafts")
+    files = {"target": write_test_model(folder / "target.gguf", "plain", seed=0)}
+    for name, case in LAYER_DRAFTS.items():
+        files[name] = write_test_draft(folder / f"{name}.gguf", case.kind, 0, **case.options)
+    return files
+
+
+@pytest.mark.parametrize("name", LAYER_DRAFTS)
+def test_layer_draft_cases(
+    execution: Execution,
+    cases_exe: Path,
+    statuses: dict[str, int],
+    layer_draft_files: dict[str, Path],
+    name: str,
+) -> None:
+    """Each draft in a process of its own: the status, and an exit of its own (no abort)."""
+    case = LAYER_DRAFTS[name]
+    target, draft = layer_draft_files["target"], layer_draft_files[name]
+    run: list[Path | str] = ["run"] if case.run else []
+    args = ("--layer-draft", name, target, draft, case.strategy, repr(case.p_min), *run)
+    proc = _run(execution, cases_exe, *args)
+    output = proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.returncode >= 0, f"killed by signal {-proc.returncode}:\n{output}"
+    assert proc.returncode == 0 and "DONE" in proc.stdout, output
+    cases, info = parse_cases(proc.stdout)
+    assert "setup_failed" not in info, output
+    if case.status is None:
+        assert info["draft_load_failed"] == "1" and name not in cases, output
+        return
+    assert info["draft_load_failed"] == "0", output
+    _check(cases, {name: case.status}, statuses)
+    assert case.message in cases[name][1], cases[name]
+    if case.run:
+        _check(cases, {f"{name}_create": "OK", f"{name}_steps": "OK"}, statuses)
+        assert info[f"{name}_identical"] == "1", f"{name} changed greedy output"
+        drafted, accepted = (int(x) for x in info[f"{name}_totals"].split())
+        assert 0 < accepted <= drafted, info[f"{name}_totals"]
