@@ -118,16 +118,16 @@ def write_test_draft(
     sizes = sizes_from(**target_sizes)
     tokenizer = Tokenizer(vocabulary)
     tokenizer.validate(sizes.vocab)
-    if mask_token is not None and mask_token % sizes.disagree_every == 0:
-        raise UsageError(f"mask token {mask_token} must not be a disagreeing token")
     family = kind.removesuffix("-partial")
     layers = tuple(target_layers) if target_layers is not None else (
         EAGLE3_LAYERS if family == "eagle3" else DFLASH_LAYERS
     )  # fmt: skip
+    _check_options(sizes, layers, draft_embd, mask_token)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial_path = path.with_name(path.name + ".partial")
-    spec = _Draft(kind, seed, sizes, layers, draft_embd or sizes.embd, mask_token)
+    embd = draft_embd if draft_embd is not None else sizes.embd
+    spec = _Draft(kind, seed, sizes, layers, embd, mask_token)
     try:
         writer = gguf.GGUFWriter(partial_path, "eagle3" if family == "eagle3" else "dflash")
         spec.write(writer, tokenizer)
@@ -139,6 +139,26 @@ def write_test_draft(
     finally:
         partial_path.unlink(missing_ok=True)
     return path
+
+
+def _check_options(
+    sizes: ModelSizes, layers: tuple[int, ...], draft_embd: int | None, mask_token: int | None
+) -> None:
+    """Raise UsageError for options no GGUF file or no llama.cpp model could hold (the layer
+    ids may be any int32: ids out of the target's range make a draft a binding must refuse)."""
+    if any(not -(2**31) <= layer < 2**31 for layer in layers):
+        raise UsageError(f"target layer ids must be int32 values, got {list(layers)}")
+    if draft_embd is not None and (draft_embd < 1 or draft_embd % (2 * _HEADS) != 0):
+        raise UsageError(
+            f"draft_embd must be a positive multiple of {2 * _HEADS} ({_HEADS} heads of an even "
+            f"size), got {draft_embd}"
+        )
+    if mask_token is None:
+        return
+    if not 0 <= mask_token < sizes.vocab:
+        raise UsageError(f"mask token {mask_token} is outside the vocabulary [0, {sizes.vocab})")
+    if mask_token % sizes.disagree_every == 0:
+        raise UsageError(f"mask token {mask_token} must not be a disagreeing token")
 
 
 class _Draft:
