@@ -1,4 +1,5 @@
-"""``llama-bindgen make-test-model``: write a tiny synthetic qwen35 GGUF for MTP tests."""
+"""``llama-bindgen make-test-model``: write a tiny synthetic qwen35 GGUF for MTP tests, or a
+draft (EAGLE-3, DFlash, DSpark) for such a target."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from generator.errors import UsageError
+from generator.testdrafts import DRAFT_KINDS, write_test_draft
 from generator.testmodel import KINDS, VOCABULARIES, WEIGHT_TYPES, ModelSizes, write_test_model
 
 # Sizes worth a command-line option; the rest keep their defaults.
@@ -21,7 +24,7 @@ _SIZE_OPTIONS: tuple[tuple[str, str], ...] = (
     ("head_dim", "size of one attention head"),
     ("full_attention_interval", "every N-th trunk layer is full attention, the rest recurrent"),
     ("context", "training context length written into the file"),
-    ("disagree_every", "partial, draft: wrong for tokens that are multiples of N"),
+    ("disagree_every", "partial kinds, draft: wrong for tokens that are multiples of N"),
 )
 
 
@@ -29,18 +32,24 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     defaults = ModelSizes()
     parser = subparsers.add_parser(
         "make-test-model",
-        help="write a tiny synthetic qwen35 GGUF model for MTP tests",
+        help="write a tiny synthetic qwen35 GGUF model (or a draft for one) for MTP tests",
         description=(
             "Write a synthetic qwen35 GGUF whose trunk predicts token t+1 after token t. "
             "agree: one NextN (MTP) block that agrees with the trunk almost always; "
             "partial: a NextN block that disagrees for some tokens; plain: no NextN block; "
             "draft: no NextN block and a trunk that disagrees for some tokens (a draft model "
             "for draft-simple, sharing the vocabulary). "
+            "eagle3, dflash, dspark: a draft for draft-eagle3, draft-dflash or draft-dspark that "
+            "reads the layers of the target of the same seed, sizes and vocabulary (write that "
+            "target with the same options and another kind) and predicts what it does; their "
+            "-partial kinds disagree for some tokens. A draft is f32 and has no chat template. "
             "Same arguments give identical bytes. Prints the file's path."
         ),
     )
     parser.add_argument("out", type=Path, help="path of the GGUF file to write")
-    parser.add_argument("--kind", choices=KINDS, default="agree", help="default: %(default)s")
+    parser.add_argument(
+        "--kind", choices=KINDS + DRAFT_KINDS, default="agree", help="default: %(default)s"
+    )
     parser.add_argument("--seed", type=int, default=0, help="default: %(default)s")
     for name, text in _SIZE_OPTIONS:
         parser.add_argument(
@@ -56,7 +65,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         dest="weight_type",
         choices=WEIGHT_TYPES,
         default=defaults.weight_type,
-        help="type of the matrices; norms stay f32 (default: %(default)s)",
+        help="type of the matrices; norms stay f32; drafts: f32 only (default: %(default)s)",
     )
     parser.add_argument(
         "--vocabulary",
@@ -71,7 +80,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         dest="chat_template",
         metavar="TEXT",
         default=None,
-        help="write TEXT as tokenizer.chat_template (default: none)",
+        help="write TEXT as tokenizer.chat_template; not for a draft (default: none)",
     )
     parser.set_defaults(func=run)
 
@@ -81,6 +90,8 @@ def run(args: argparse.Namespace) -> int:
     sizes["weight_type"] = args.weight_type
     shape = ModelSizes(**sizes)
     shape.validate()
+    if args.kind in DRAFT_KINDS:
+        return _write_draft(args, shape)
     parameters = _parameter_count(shape)
     big = parameters > 10_000_000
     if big:
@@ -90,6 +101,17 @@ def run(args: argparse.Namespace) -> int:
         chat_template=args.chat_template, **dataclasses.asdict(shape),
     )  # fmt: skip
     print(path)
+    return 0
+
+
+def _write_draft(args: argparse.Namespace, target: ModelSizes) -> int:
+    """A draft of ``args.kind`` for the target ``target`` describes."""
+    if args.chat_template is not None:
+        raise UsageError(f"--chat-template: the {args.kind} draft carries no chat template")
+    if target.weight_type != "f32":
+        raise UsageError(f"--weight-type {target.weight_type}: the {args.kind} draft is f32 only")
+    sizes = {name: getattr(target, name) for name, _ in _SIZE_OPTIONS}
+    print(write_test_draft(args.out, args.kind, args.seed, vocabulary=args.vocabulary, **sizes))
     return 0
 
 

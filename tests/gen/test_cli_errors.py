@@ -79,6 +79,8 @@ BAD_INPUTS: list[tuple[tuple[str, ...], str]] = [
     (("latest", "--upstream", "not-a-repo"), "is not OWNER/NAME"),
     (("latest", "--api-url", "http://127.0.0.1:9"), "GET /repos/ggml-org/llama.cpp/releases"),
     (("make-test-model", "{file}/model.gguf"), "{file}"),
+    (("make-test-model", "{tmp}/d.gguf", "--kind", "dspark", "--chat-template", "x"),
+     "the dspark draft carries no chat template"),
     (("matrix", "--output", "{file}/release.yml"), "{file}"),
     (("propose", "b1", "--github-repo", "o/r", "--gates", "{tmp}/none.json"), "--gates"),
     (("propose", "b1", "--github-repo", "o/r", "--gates", "{file}"), "not JSON"),

@@ -9,6 +9,8 @@ import pytest
 
 from generator import cli
 from generator.commands import make_test_model
+from generator.errors import UsageError
+from generator.testdrafts import DRAFT_KINDS, write_test_draft
 from generator.testmodel import write_test_model
 from tests.model.conftest import read_model
 
@@ -68,3 +70,48 @@ def test_vocabulary_and_chat_template_options(tmp_path: Path) -> None:
     )
     assert out.read_bytes() == expected.read_bytes()
     assert read_model(out).fields["tokenizer.chat_template"] == "{{ x }}"
+
+
+@pytest.mark.parametrize("kind", DRAFT_KINDS)
+def test_a_draft_kind_writes_the_draft_for_the_target_of_those_options(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    out = tmp_path / f"{kind}.gguf"
+    argv = ["make-test-model", str(out), "--kind", kind, "--seed", "4", "--embd", "32"]
+    argv += ["--layers", "3", "--vocab", "64", "--disagree-every", "3"]
+    assert _run(argv) == 0
+    assert Path(capsys.readouterr().out.splitlines()[-1]) == out
+    expected = write_test_draft(
+        tmp_path / "api.gguf", kind, 4, embd=32, layers=3, vocab=64, disagree_every=3
+    )
+    assert out.read_bytes() == expected.read_bytes()
+    other_seed = write_test_draft(
+        tmp_path / "seed0.gguf", kind, 0, embd=32, layers=3, vocab=64, disagree_every=3
+    )
+    if kind != "eagle3":  # the one kind that carries none of the target's rows
+        assert out.read_bytes() != other_seed.read_bytes()
+
+
+def test_a_draft_takes_the_vocabulary_option(tmp_path: Path) -> None:
+    out = tmp_path / "bytes.gguf"
+    argv = ["make-test-model", str(out), "--kind", "dflash", "--vocabulary", "bytes"]
+    assert _run([*argv, "--vocab", "259"]) == 0
+    expected = write_test_draft(tmp_path / "api.gguf", "dflash", vocabulary="bytes", vocab=259)
+    assert out.read_bytes() == expected.read_bytes()
+    assert read_model(out).fields["tokenizer.ggml.model"] == "llama"
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--chat-template", "{{ x }}"], "no chat template"),
+        (["--weight-type", "f16"], "f32 only"),
+        (["--vocab", "4"], "vocab must be at least 8"),
+    ],
+)
+def test_what_a_draft_cannot_have_is_a_usage_error(
+    tmp_path: Path, options: list[str], message: str
+) -> None:
+    with pytest.raises(UsageError, match=message):
+        _run(["make-test-model", str(tmp_path / "d.gguf"), "--kind", "eagle3", *options])
+    assert list(tmp_path.iterdir()) == []
