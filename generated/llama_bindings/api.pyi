@@ -5480,9 +5480,9 @@ class LlamaMtpLibrary:
 
         LLAMA_MTP_STATUS_OK when this library can run `type` (with a suitable draft model where it needs
         one); else LLAMA_MTP_STATUS_NOT_IN_RELEASE (a strategy the llama.cpp release this library was
-        built from lacks), LLAMA_MTP_STATUS_UNSUPPORTED_STRATEGY (one the wrapper does not run in any
-        release) or LLAMA_MTP_STATUS_INVALID_ARGUMENT (not a strategy at all), and
-        llama_mtp_last_error() says why.
+        built from lacks, or lacks what the wrapper needs to check its draft) or
+        LLAMA_MTP_STATUS_INVALID_ARGUMENT (not a strategy at all), and llama_mtp_last_error() says why.
+        (UNSUPPORTED_STRATEGY, for a strategy no release runs, is answered for none at present.)
         """
 
     def llama_mtp_string_free(self, text: bytes | CData, /) -> None:

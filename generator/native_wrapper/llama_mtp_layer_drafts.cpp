@@ -94,7 +94,7 @@ llama_mtp_status pair_check::kind() const {
     const bool has_markov = up::find_tensor(dft, "markov_w1.weight", markov);
     if (dspark() != has_markov) {
         const int32_t other = dspark() ? LLAMA_MTP_STRATEGY_DRAFT_DFLASH : LLAMA_MTP_STRATEGY_DRAFT_DSPARK;
-        return mismatch(std::string(has_markov ? "it has" : "it has no") +
+        return mismatch(std::string(has_markov ? "it has a" : "it has no") +
                         " Markov head (markov_w1.weight): run it with " + find_strategy(other)->name);
     }
     return LLAMA_MTP_STATUS_OK;
