@@ -4,7 +4,8 @@ JSON line (section "strategies").
 ``python -m bench.py_speculate SPEC_JSON``: SPEC_JSON holds ``model``, ``prompt`` (token ids),
 ``n`` (tokens to generate), ``threads``, ``n_ctx``, ``lib_dir``, ``draft_max``, ``strategies``
 (a list of objects: ``kind`` and optional :class:`llama_bindings.runtime.Strategy` fields; empty:
-plain decoding), ``draft_model`` (a path or null, for draft-simple) and ``warmup`` (one 2-token
+plain decoding), ``draft_model`` (a path or null: draft-simple's, draft-eagle3's, draft-dflash's or
+draft-dspark's draft, opened on the target's libraries) and ``warmup`` (one 2-token
 generation first, on another context with the same options, closed before the timed one is made).
 """
 
@@ -30,7 +31,7 @@ def main(argv: list[str]) -> int:
         )
         draft = None
         if spec.get("draft_model"):
-            draft = stack.enter_context(Model(spec["draft_model"], lib_dir=spec["lib_dir"]))
+            draft = stack.enter_context(Model(spec["draft_model"], libs=model.libs))
         decoding = (
             SpeculativeDecoding(
                 strategies=strategies, draft_model=draft, draft_token_max=spec["draft_max"]

@@ -178,13 +178,20 @@ def _per_strategy_cell(per: dict[str, Any], kinds: list[str]) -> str:
     return "; ".join(cells) or "-"
 
 
+def _strategies_models(models: dict[str, Any]) -> str:
+    """The target and each draft model (results before the layer drafts name draft-simple's
+    draft only, as ``draft``)."""
+    drafts = models.get("drafts") or {"draft-simple": models["draft"]}
+    named = "".join(f", {kind}'s draft `{name}`" for kind, name in drafts.items())
+    return f" Models: target `{models['target']}`{named}."
+
+
 def _strategies_lines(st: dict[str, Any]) -> list[str]:
     lines = [
         "## Speculative strategies: our runtime vs upstream's llama-speculative-simple",
         "",
         st["method"],
-        f" Models: target `{st['models']['target']}`, draft-simple's draft "
-        f"`{st['models']['draft']}`.",
+        _strategies_models(st["models"]),
         "",
     ]
     for prompt in st["prompt_order"]:

@@ -75,6 +75,19 @@ def _model(cache: Path, kind: str, sizes: dict[str, Any]) -> Path:
     return path
 
 
+def _test_draft(cache: Path, strategy: str, sizes: dict[str, Any]) -> Path:
+    """The agreeing test draft of ``strategy`` (draft-eagle3, -dflash, -dspark) for the test
+    target of ``sizes`` (generator/testdrafts.py; cached, same arguments give identical bytes)."""
+    from generator.testdrafts import write_test_draft
+
+    kind = strategy.removeprefix("draft-")
+    tag = "-".join(f"{k}{v}" for k, v in sorted(sizes.items())) or "default"
+    path = cache / "bench-models" / f"testdraft-{kind}-{tag}.gguf"
+    if not path.is_file():
+        write_test_draft(path, kind, **sizes)
+    return path
+
+
 def _bindings(tree: Path, cache: Path) -> Path:
     """The folder holding ``tree``'s own ``llama_bindings`` package, generated into the cache on
     every run (the bindings of another tag would not fit the libraries: the ABI guard refuses)."""
@@ -319,12 +332,21 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_upstream:
             upstream = args.upstream_bin or _upstream_bin(cache, tree)
         vocab = int(big_mtp.get("vocab", 256))
+        target_sizes = {**big_mtp, "vocab": max(vocab, 512)}
+        drafts = {
+            # draft-simple's draft: the same trunk rule and vocabulary, no MTP head, 2 layers
+            "draft-simple": _model(cache, "plain", {**target_sizes, "layers": 2}),
+            **{
+                kind: _test_draft(cache, kind, target_sizes)
+                for kind in strategies.DRAFT_MODEL_KINDS
+                if kind != "draft-simple"
+            },
+        }
         setup = strategies.Setup(
             runner=runner,
             upstream_bin=upstream,
-            target=_model(cache, "agree", {**big_mtp, "vocab": max(vocab, 512)}),
-            # draft-simple's draft: the same trunk rule and vocabulary, no MTP head, 2 layers
-            draft=_model(cache, "plain", {**big_mtp, "vocab": max(vocab, 512), "layers": 2}),
+            target=_model(cache, "agree", target_sizes),
+            drafts=drafts,
             n_vocab=max(vocab, 512),
             n=16 if args.quick else args.mtp_tokens,
             draft_max=args.strategies_draft_max,

@@ -7,6 +7,11 @@ continuation 111, 112, ... repeats the prompt; after 100..110 alone nothing repe
 vocabulary hashes 5-character chunks of text to ids, so :func:`text_for_test_vocab` writes a text
 that upstream's driver tokenizes to exactly those ids (it takes text only); ours is given the ids,
 and every upstream run's echo of its prompt is checked against them.
+
+The strategies that draft with a model of their own (:data:`DRAFT_MODEL_KINDS`) get it as
+upstream's ``-md`` and as our ``draft_model``: draft-simple a plain model of the same trunk rule,
+draft-eagle3, draft-dflash and draft-dspark the agreeing test drafts of ``generator/testdrafts.py``
+for the target (they read its hidden states and share its embeddings and output head).
 """
 
 from __future__ import annotations
@@ -32,6 +37,9 @@ CONFIGS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (PLAIN, ()),
     ("draft-mtp", ("draft-mtp",)),
     ("draft-simple", ("draft-simple",)),
+    ("draft-eagle3", ("draft-eagle3",)),
+    ("draft-dflash", ("draft-dflash",)),
+    ("draft-dspark", ("draft-dspark",)),
     ("ngram-simple", ("ngram-simple",)),
     ("ngram-map-k", ("ngram-map-k",)),
     ("ngram-map-k4v", ("ngram-map-k4v",)),
@@ -39,6 +47,14 @@ CONFIGS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("ngram-cache", ("ngram-cache",)),
     ("ngram-mod+draft-mtp", ("ngram-mod", "draft-mtp")),
     ("ngram-simple+draft-mtp", ("ngram-simple", "draft-mtp")),
+)
+# The strategies that draft with a draft model (upstream's -md, our draft_model); a configuration
+# holds at most one (llama.cpp mixes n-gram strategies with at most one draft context)
+DRAFT_MODEL_KINDS: tuple[str, ...] = (
+    "draft-simple",
+    "draft-eagle3",
+    "draft-dflash",
+    "draft-dspark",
 )
 # upstream's own draft length of ngram-cache (common/speculative.cpp, create_state_ngram_cache)
 NGRAM_CACHE_DRAFT = 8
@@ -140,21 +156,28 @@ class Setup:
     runner: Runner
     upstream_bin: Path | None
     target: Path
-    draft: Path
+    drafts: dict[str, Path]  # the draft model of each of DRAFT_MODEL_KINDS
     n_vocab: int
     n: int
     draft_max: int
+
+
+def draft_model(setup: Setup, kinds: tuple[str, ...]) -> Path | None:
+    """The draft model of the configuration's draft-model strategy; None when it has none."""
+    used = [k for k in kinds if k in DRAFT_MODEL_KINDS]
+    return setup.drafts[used[0]] if used else None
 
 
 def run_ours(
     setup: Setup, kinds: tuple[str, ...], prompt: list[int], n: int
 ) -> tuple[ProcessRun, dict[str, Any]]:
     ours, _ = strategy_options(kinds, setup.draft_max)
+    draft = draft_model(setup, kinds)
     spec = {
         "model": str(setup.target), "prompt": prompt, "n": n, "threads": setup.runner.threads,
         "n_ctx": setup.runner.n_ctx, "lib_dir": str(setup.runner.lib_dir),
         "draft_max": setup.draft_max, "strategies": ours, "warmup": True,
-        "draft_model": str(setup.draft) if "draft-simple" in kinds else None,
+        "draft_model": str(draft) if draft is not None else None,
     }  # fmt: skip
     cmd = [sys.executable, "-m", "bench.py_speculate", json.dumps(spec)]
     env = {"PYTHONPATH": f"{setup.runner.bindings}:{setup.runner.repo}"}
@@ -178,8 +201,9 @@ def upstream_command(setup: Setup, kinds: tuple[str, ...], text: str, n: int) ->
         # trace level: per-strategy statistics at the end (no trace line in the decode loop)
         "-lv", "4",
     ]  # fmt: skip
-    if "draft-simple" in kinds:
-        cmd += ["-md", str(setup.draft)]
+    draft = draft_model(setup, kinds)
+    if draft is not None:
+        cmd += ["-md", str(draft)]
     return cmd
 
 
@@ -418,8 +442,13 @@ def method(setup: Setup, repeats: int) -> str:
         "caps n-gram drafts by their m-gram length, not by the draft max; ngram-simple drafts "
         "nothing when m < n), ngram-mod n_match 24 (default), n_max D, n_min 3D/4, ngram-cache "
         f"upstream's fixed draft length {NGRAM_CACHE_DRAFT} (capped by D on our side). "
-        "draft-simple's draft model: the plain kind (no MTP head, same trunk rule and "
-        "vocabulary) with 2 layers. Ours generates as many tokens as upstream decoded with the "
+        "Draft models (upstream's -md, our draft_model=): draft-simple's the plain kind (no MTP "
+        "head, same trunk rule and vocabulary) with 2 layers; draft-eagle3's, draft-dflash's and "
+        "draft-dspark's the agreeing test drafts of generator/testdrafts.py for the target (one "
+        "layer, f32; they read the target's layer inputs and share its token embeddings and "
+        "output head): EAGLE-3 drafts up to D tokens one at a time, DFlash's block size is 2 "
+        "(upstream clamps its draft length to 1), DSpark's 4 (a whole block of 4 per draft). "
+        "Ours generates as many tokens as upstream decoded with the "
         "same configuration (upstream stops one step past N); every run's greedy output is "
         "checked against ours plain (which runs N + D + 1 tokens): for upstream in its printed "
         "text. Acceptance = accepted / drafted over runs that drafted; per strategy from "
@@ -436,7 +465,10 @@ def run(setup: Setup, repeats: int) -> dict[str, Any]:
     prompts = {p: summarise_prompt(c) for p, c in collected.items()}
     return {
         "method": method(setup, repeats),
-        "models": {"target": setup.target.name, "draft": setup.draft.name},
+        "models": {
+            "target": setup.target.name,
+            "drafts": {kind: path.name for kind, path in setup.drafts.items()},
+        },
         "draft_max": setup.draft_max,
         "tokens": setup.n,
         # lists: the JSON is written with sorted keys, these keep the order of the report

@@ -13,10 +13,12 @@ from bench import report, strategies
 from bench.loops import Runner
 from bench.strategies import (
     CONFIGS,
+    DRAFT_MODEL_KINDS,
     PLAIN,
     PROMPTS,
     Collected,
     Setup,
+    draft_model,
     hash_test_vocab,
     hex_pieces,
     parse_upstream_strategies,
@@ -26,6 +28,7 @@ from bench.strategies import (
     text_for_test_vocab,
     upstream_command,
 )
+from generator.testdrafts import STRATEGY_OF_KIND
 
 
 def _tokenize(text: str, n_vocab: int) -> list[int]:
@@ -55,9 +58,9 @@ def test_hex_pieces_is_what_a_test_vocabulary_prints() -> None:
 
 def _setup(tmp_path: Path, upstream: bool = True) -> Setup:
     runner = Runner(tmp_path, tmp_path / "generated", tmp_path / "lib", 1, 1024)
+    drafts = {kind: tmp_path / f"{kind}.gguf" for kind in DRAFT_MODEL_KINDS}
     return Setup(
-        runner, tmp_path / "bin" if upstream else None, tmp_path / "t.gguf",
-        tmp_path / "d.gguf", 512, 96, 8,
+        runner, tmp_path / "bin" if upstream else None, tmp_path / "t.gguf", drafts, 512, 96, 8,
     )  # fmt: skip
 
 
@@ -82,7 +85,26 @@ def test_both_sides_get_the_same_ngram_parameters(tmp_path: Path) -> None:
         cmd = upstream_command(_setup(tmp_path), kinds, "text", 96)
         assert cmd[cmd.index("--spec-type") + 1] == ",".join(kinds)
         assert cmd[cmd.index("--spec-draft-n-max") + 1] == "8"
-        assert ("-md" in cmd) == ("draft-simple" in kinds)
+        drafting = [k for k in kinds if k in DRAFT_MODEL_KINDS]
+        assert ("-md" in cmd) == bool(drafting), name
+        if drafting:
+            assert cmd[cmd.index("-md") + 1] == str(tmp_path / f"{drafting[0]}.gguf")
+
+
+def test_every_draft_model_strategy_runs_alone_with_its_own_draft(tmp_path: Path) -> None:
+    """draft-simple, -eagle3, -dflash and -dspark each have a configuration of their own, and
+    both sides are given that strategy's draft model (upstream's -md, our draft_model)."""
+    setup = _setup(tmp_path)
+    alone = {kinds[0] for _, kinds in CONFIGS if len(kinds) == 1}
+    assert set(DRAFT_MODEL_KINDS) <= alone
+    for kind in DRAFT_MODEL_KINDS:
+        assert draft_model(setup, (kind,)) == tmp_path / f"{kind}.gguf"
+        ours, flags = strategy_options((kind,), 8)
+        assert ours == [{"kind": kind}] and flags == []  # only the draft max limits them
+    assert draft_model(setup, ("ngram-mod", "draft-mtp")) is None
+    assert draft_model(setup, ("ngram-simple", "draft-eagle3")) == tmp_path / "draft-eagle3.gguf"
+    # draft-simple's plain model, and a test draft for each of the others
+    assert set(DRAFT_MODEL_KINDS) == {"draft-simple", *STRATEGY_OF_KIND.values()}
 
 
 def test_parse_upstream_strategies_reads_each_strategys_statistics() -> None:
@@ -101,6 +123,22 @@ def test_parse_upstream_strategies_reads_each_strategys_statistics() -> None:
         "accepted_tokens": 20,
     }  # fmt: skip
     assert parse_upstream_strategies("decoded 3 tokens in 1.0 seconds\n") == {}
+
+
+def test_parse_upstream_strategies_reads_b11549s_line_with_acceptance_per_position() -> None:
+    """b11549 adds the acceptance per draft position before the durations (draft-dspark's)."""
+    log = (
+        "0.01.497.786 I spec common_specu: statistics     draft-dspark: #calls(b,g,a) =    1     "
+        "20     20, #gen drafts =     20, #acc drafts =    20, #gen tokens =     80, #acc tokens "
+        "=    80, #mean acc len = 5.00, #acc rate/pos = (1.000, 1.000, 1.000, 1.000), "
+        "dur(b,g,a) = 0.002, 662.361, 0.013 ms\n"
+    )
+    assert parse_upstream_strategies(log) == {
+        "draft-dspark": {
+            "draft_calls": 20, "drafts": 20, "accepted_drafts": 20, "drafted_tokens": 80,
+            "accepted_tokens": 80,
+        }
+    }  # fmt: skip
 
 
 def _fig(tps: float, drafted: int = 0, accepted: int = 0, **per: tuple[int, int]) -> dict[str, Any]:
@@ -181,7 +219,8 @@ def test_report_shows_the_table_the_not_run_reason_and_the_targets() -> None:
         "non_repetitive": summarise_prompt(_collected([100.0], [100.0])),
     }
     section = {
-        "method": "m", "models": {"target": "t.gguf", "draft": "d.gguf"}, "draft_max": 8,
+        "method": "m", "models": {"target": "t.gguf", "drafts": {"draft-simple": "d.gguf",
+        "draft-eagle3": "e.gguf"}}, "draft_max": 8,
         "tokens": 96, "configurations": [[n, list(k)] for n, k in CONFIGS],
         "prompt_order": list(PROMPTS), "prompts": prompts, "targets": targets(prompts),
     }  # fmt: skip
@@ -189,12 +228,20 @@ def test_report_shows_the_table_the_not_run_reason_and_the_targets() -> None:
         "llama_cpp_tag": "b11312", "llama_cpp_commit": "0c1e57098bba43ac", "cpu_count": 2,
         "load_average": [1.0, 1.0, 1.0], "python": "3.11",
     }  # fmt: skip
-    result = {"name": "t", "environment": env, "sections": {"strategies": section}}
+    result: dict[str, Any] = {"name": "t", "environment": env, "sections": {"strategies": section}}
     text = report.markdown(json.loads(json.dumps(result)), "t.png")
     assert text.index("### repetitive prompt") < text.index("### non_repetitive prompt")
     assert "not-run: llama-speculative-simple exited with 134: abort" in text
     assert "| draft-mtp | 110.0 (110.0..110.0, n=2) | 100.0 (100.0..100.0, n=2) |" in text
     assert "| 12 / 12 | True / True |" in text
+    assert (
+        "Models: target `t.gguf`, draft-simple's draft `d.gguf`, draft-eagle3's draft `e.gguf`."
+        in text
+    )
+    # a result from before the layer drafts names draft-simple's draft alone
+    section["models"] = {"target": "t.gguf", "draft": "d.gguf"}
+    old = report.markdown(json.loads(json.dumps(result)), "t.png")
+    assert "Models: target `t.gguf`, draft-simple's draft `d.gguf`." in old
     assert "ngram-mod 8/8 (1.000); draft-mtp 2/2 (1.000)" in text
     assert "**1.98 (1.80..2.16, n=2)** (target >= 1.2): **met**" in text
     assert "below it (median): repetitive:ngram-mod+draft-mtp 0.900" in text
