@@ -75,19 +75,6 @@ def _model(cache: Path, kind: str, sizes: dict[str, Any]) -> Path:
     return path
 
 
-def _test_draft(cache: Path, strategy: str, sizes: dict[str, Any]) -> Path:
-    """The agreeing test draft of ``strategy`` (draft-eagle3, -dflash, -dspark) for the test
-    target of ``sizes`` (generator/testdrafts.py; cached, same arguments give identical bytes)."""
-    from generator.testdrafts import write_test_draft
-
-    kind = strategy.removeprefix("draft-")
-    tag = "-".join(f"{k}{v}" for k, v in sorted(sizes.items())) or "default"
-    path = cache / "bench-models" / f"testdraft-{kind}-{tag}.gguf"
-    if not path.is_file():
-        write_test_draft(path, kind, **sizes)
-    return path
-
-
 def _bindings(tree: Path, cache: Path) -> Path:
     """The folder holding ``tree``'s own ``llama_bindings`` package, generated into the cache on
     every run (the bindings of another tag would not fit the libraries: the ABI guard refuses)."""
@@ -333,11 +320,14 @@ def main(argv: list[str] | None = None) -> int:
             upstream = args.upstream_bin or _upstream_bin(cache, tree)
         vocab = int(big_mtp.get("vocab", 256))
         target_sizes = {**big_mtp, "vocab": max(vocab, 512)}
+        # a layer draft (eagle3, dflash, dspark) for the target of these sizes is f32 whatever
+        # the target's weight type, which it does not take
+        draft_sizes = {k: v for k, v in target_sizes.items() if k != "weight_type"}
         drafts = {
             # draft-simple's draft: the same trunk rule and vocabulary, no MTP head, 2 layers
             "draft-simple": _model(cache, "plain", {**target_sizes, "layers": 2}),
             **{
-                kind: _test_draft(cache, kind, target_sizes)
+                kind: _model(cache, kind.removeprefix("draft-"), draft_sizes)
                 for kind in strategies.DRAFT_MODEL_KINDS
                 if kind != "draft-simple"
             },
