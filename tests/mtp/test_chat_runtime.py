@@ -74,16 +74,21 @@ def qwen35(tree_pin: Path) -> str:
 
 @pytest.fixture(scope="module")
 def chat_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """``bytes`` models: ``partial`` (an MTP head whose drafts are accepted sometimes) and
-    ``draft`` (a draft model of the same vocabulary)."""
+    """``bytes`` models: ``partial`` (an MTP head whose drafts are accepted sometimes),
+    ``draft`` (a draft model of the same vocabulary) and the EAGLE-3, DFlash and DSpark drafts
+    test_speculation_composes's modes take."""
+    from generator.testdrafts import write_test_draft
     from generator.testmodel import BYTES_VOCAB_MIN, write_test_model
 
     folder = tmp_path_factory.mktemp("chat-models")
     common: dict[str, Any] = {"vocabulary": "bytes", "vocab": BYTES_VOCAB_MIN}
-    return {
+    written = {
         kind: write_test_model(folder / f"{kind}.gguf", kind, **common)
         for kind in ("partial", "draft")
     }
+    for kind in ("eagle3-partial", "dflash-partial", "dspark-partial"):
+        written[kind] = write_test_draft(folder / f"{kind}.gguf", kind, **common)
+    return written
 
 
 @contextmanager
