@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,9 +13,24 @@ import pytest
 from generator.errors import BindgenError
 from generator.models import fetch_model
 from generator.native.build import BuildResult, build_native
+from generator.native.build_costs import COSTS_ENV, cost_table, read_costs
 from tests.trees import PIN, llama_tree
 
 BuildFactory = Callable[[Path, str], BuildResult]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Every native build of this run, in this process or a child, records what it cost in a
+    file of this run's (``generator.native.build_costs``), shown at the end of the run."""
+    folder = Path(tempfile.mkdtemp(prefix="llama-bindgen-build-costs-"))
+    os.environ[COSTS_ENV] = str(folder / "costs.jsonl")
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The native builds this run made, the longest first: where a cold run's time goes."""
+    terminalreporter.write_sep("=", "native builds: seconds and ccache (configure to install)")
+    for line in cost_table(read_costs(Path(os.environ[COSTS_ENV]))):
+        terminalreporter.write_line(line)
 
 
 @pytest.fixture(scope="session")

@@ -29,6 +29,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ from generator.errors import UsageError
 from generator.hashing import file_sha256
 from generator.ir import Interface
 from generator.native import api_module, cuda_pypi
+from generator.native.build_costs import BuildCost, record_cost
 from generator.native.build_info import (
     BUILD_INFO_FORMAT,
     BUILD_INFO_NAME,
@@ -458,10 +460,17 @@ class _Plan:
         return self.bdir / "logs"
 
     @property
+    def stage_key(self) -> str:
+        """The stage folder's name: the platform's, one for all its backends, so that a GPU
+        build finds in ccache every object it shares with the CPU build (llama.cpp, ggml-cpu,
+        the chat layer, the wrapper: the same preprocessed text) and compiles its backend only."""
+        return self.plat.name
+
+    @property
     def source(self) -> Path:
-        """Where the tree is compiled from: the one folder of this platform and backend
+        """Where the tree is compiled from: the one folder of this platform
         (``shared_source``), made while the build holds its lock."""
-        return stage_dir(default_cache_dir(), self.key)
+        return stage_dir(default_cache_dir(), self.stage_key)
 
     @property
     def ccache_log(self) -> Path:
@@ -598,9 +607,23 @@ def _configure_command(plan: _Plan) -> _Configure:
         ]
     launcher = ccache_defines()
     defines += launcher
-    wrapper = staged_wrapper_dir(default_cache_dir(), plan.key)  # see shared_source
+    wrapper = staged_wrapper_dir(default_cache_dir(), plan.stage_key)  # see shared_source
     argv = ["cmake", "-S", str(wrapper), "-B", str(bdir / "cmake"), "-G", "Ninja", *defines]
     return _Configure(argv, recorded, compat, bool(launcher))
+
+
+def _drop_other_source(cmake_dir: Path, source: Path) -> None:
+    """Remove a CMake build folder configured from another source folder (a stage folder of an
+    earlier layout: one per backend before it was one per platform): CMake refuses to configure
+    it from ``source``. Its objects are in ccache."""
+    cache = cmake_dir / "CMakeCache.txt"
+    if not cache.is_file():
+        return
+    for line in cache.read_text(encoding="utf-8", errors="replace").splitlines():
+        if line.startswith("CMAKE_HOME_DIRECTORY:") and Path(line.partition("=")[2]) != source:
+            progress(f"{cmake_dir}: configured from {line.partition('=')[2]}; configuring anew")
+            shutil.rmtree(cmake_dir)
+            return
 
 
 def _configure_and_compile(plan: _Plan, configure: _Configure, env: dict[str, str]) -> MtpSupport:
@@ -609,6 +632,7 @@ def _configure_and_compile(plan: _Plan, configure: _Configure, env: dict[str, st
     a build without MTP (nor a later, secondary error) in its place."""
     label, logs, cmake_dir = plan.label, plan.logs, plan.bdir / "cmake"
     compile_argv = ["ninja", "-C", str(cmake_dir), f"-j{plan.jobs}"]
+    _drop_other_source(cmake_dir, staged_wrapper_dir(default_cache_dir(), plan.stage_key))
     try:
         run_step(f"{label}: configure", configure.argv, logs / "configure.log", env)
     except BuildError as exc:
@@ -756,10 +780,14 @@ def build_native(
     if reused is not None:
         return reused
     progress(f"{plan.label}: llama.cpp {plan.tree.name} ({plan.tree.commit12}) in {plan.bdir}")
+    started = time.monotonic()
     plan.ccache_log.unlink(missing_ok=True)
-    with staged_source(plan.tree.root, default_cache_dir(), plan.key, plan.label, wrapper_dir()):
+    with staged_source(
+        plan.tree.root, default_cache_dir(), plan.stage_key, plan.label, wrapper_dir()
+    ):
         record = plan.bdir / WRAPPER_RECORD
-        wrapper_digest = mark_changed(staged_wrapper_dir(default_cache_dir(), plan.key), record)
+        staged = staged_wrapper_dir(default_cache_dir(), plan.stage_key)
+        wrapper_digest = mark_changed(staged, record)
         configure = _configure_command(plan)
         env = plan.environment()
         mtp = _configure_and_compile(plan, configure, env)
@@ -767,9 +795,9 @@ def build_native(
         record_contents(record, wrapper_digest)
     api_record = _api_module_record(plan, mtp, libraries)
     info = _record(plan, configure, mtp, api_record, libraries)
-    progress(
-        f"{plan.label}: done: {plan.platform_dir}{_ccache_summary(read_stats_log(plan.ccache_log))}"
-    )
+    counts, seconds = read_stats_log(plan.ccache_log), time.monotonic() - started
+    record_cost(BuildCost(plan.label, plan.tree.name, seconds, counts))
+    progress(f"{plan.label}: done in {seconds:.0f} s: {plan.platform_dir}{_ccache_summary(counts)}")
     return BuildResult(plan.plat, plan.platform_dir, info, mtp, rebuilt=True)
 
 

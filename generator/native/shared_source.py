@@ -1,4 +1,4 @@
-"""One source folder per platform and backend, so that one compiler cache serves every tree.
+"""One source folder per platform, so that one compiler cache serves every tree and backend.
 
 ccache finds a compilation's result by its command line and its inputs' contents (in direct mode:
 the source and every header it read, by path and content; otherwise the preprocessed text, whose
@@ -7,11 +7,11 @@ compiler's working folder. Trees are extracted at ``<cache>/trees/<key>``, so th
 from a build folder to a tree's files names the tree, and no object of one tag was ever found for
 the next: every new tag was a cold build.
 
-So every build of a platform and backend compiles its tree from one folder,
-``<cache>/stage/<gate key>/llama.cpp``, remade for each build as a copy of the tree made of hard
+So every build of a platform, whatever its backend, compiles its tree from one folder,
+``<cache>/stage/<platform>/llama.cpp``, remade for each build as a copy of the tree made of hard
 links (plain copies where the file system refuses links; both keep each file's modification
 time). With ``CCACHE_BASEDIR`` at the cache folder, the paths ccache sees
-(``../../../stage/<gate key>/llama.cpp/ggml/src/ggml.c`` from ``<cache>/build/<name>/cmake``) are
+(``../../../stage/<platform>/llama.cpp/ggml/src/ggml.c`` from ``<cache>/build/<name>/cmake``) are
 the same for every tree, and an object whose source and headers did not change since any earlier tag
 is taken from the cache. A changed header changes the contents ccache hashes, so whatever includes
 it is compiled again; no ``sloppiness`` is set that would let a change pass unseen.
@@ -26,7 +26,7 @@ the compiler found it, ``-D`` options left out) and shares exactly the objects w
 same.
 
 The wrapper's CMake project (``generator/native_wrapper/``) is staged too, copied to
-``<cache>/stage/<gate key>/native_wrapper`` under the same lock, and configured from there: its
+``<cache>/stage/<platform>/native_wrapper`` under the same lock, and configured from there: its
 sources and its include folder (which the common/ subset it compiles sees) then have the same
 paths whichever checkout builds (a clean clone, the GPU check's kit, a copy made by a test), so
 the objects of one checkout serve every other, where the checkout's own folder would have named
@@ -40,11 +40,11 @@ one tree shares with another comes from ccache's content hashes alone. The links
 files with the fetched tree, so nothing may write into the folder: llama.cpp's CMake and the
 wrapper's write only into the build folder (``configure_file`` and ``file(WRITE)`` included).
 
-The folder is one per platform and backend, so two builds of the same key cannot both use it: a
-lock file beside it (``<cache>/stage/<gate key>.lock``) is held from the copy until the build has
-installed. A second build of the same key waits, saying so on stderr, until the first is done (the
-operating system drops the lock of a process that ended, however it ended); builds of other keys
-run side by side. A half-made copy is never trusted: each build makes the copy anew.
+The folder is one per platform, so two builds of it (of any backends) cannot both use it: a
+lock file beside it (``<cache>/stage/<platform>.lock``) is held from the copy until the build has
+installed. A second build of the same platform waits, saying so on stderr, until the first is
+done (the operating system drops the lock of a process that ended, however it ended); builds of
+other platforms run side by side. A half-made copy is never trusted: each build makes the copy anew.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def tree_id(tree_root: Path, digest: str) -> str:
 
 
 def stage_dir(cache: Path, key: str) -> Path:
-    """Where every tree of the gate key ``key`` is compiled from."""
+    """Where every tree of the platform ``key`` is compiled, whatever the backend."""
     return cache / STAGE_FOLDER / key / TREE_FOLDER
 
 
@@ -89,7 +89,7 @@ def _link_or_copy(src: str, dst: str) -> None:
 
 
 def staged_wrapper_dir(cache: Path, key: str) -> Path:
-    """Where the wrapper's CMake project of the gate key ``key`` is configured from."""
+    """Where the wrapper's CMake project of the platform ``key`` is configured from."""
     return cache / STAGE_FOLDER / key / WRAPPER_FOLDER
 
 

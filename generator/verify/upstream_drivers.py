@@ -36,7 +36,9 @@ from typing import Any
 
 from generator.errors import UsageError
 from generator.hashing import file_sha256
+from generator.native.build_costs import BuildCost, record_cost
 from generator.native.build_info import BUILD_INFO_NAME, read_build_info
+from generator.native.ccache_stats import read_stats_log
 from generator.native.cmake_driver import build_environment, ccache_defines, progress, run_step
 from generator.native.host import host_toolchain
 from generator.native.shared_source import staged_source
@@ -47,6 +49,7 @@ from generator.sources.tree import Tree
 DRIVERS: tuple[str, ...] = ("llama-simple", "llama-speculative-simple")
 RECORD = "drivers.json"
 RECORD_FORMAT = 1
+STATS_LOG = "ccache-stats.log"
 # Upstream's own options on top of the host build's: the common library and the examples.
 _OPTIONS: dict[str, str] = {
     "LLAMA_BUILD_COMMON": "ON",
@@ -143,7 +146,8 @@ def _compile(tree: Tree, bdir: Path, options: dict[str, str], jobs: int) -> None
     cache, label = default_cache_dir(), f"upstream drivers {tree.name}"
     # compiled from the host build's stable source folder, so ccache's paths are its paths
     with staged_source(tree.root, cache, host_platform_name(), label) as source:
-        env = build_environment(cache, [source, bdir], logs / "ccache-stats.log")
+        (logs / STATS_LOG).unlink(missing_ok=True)  # this build's counts only (build_costs)
+        env = build_environment(cache, [source, bdir], logs / STATS_LOG)
         # upstream's project takes no tree name (shared_source.tree_id): ccache's preprocessor
         # mode only, which shares objects by their preprocessed text and misses no new header
         env["CCACHE_NODIRECT"] = "1"
@@ -190,5 +194,7 @@ def build_upstream_drivers(
     progress(f"{label}: llama.cpp {tree.name} ({tree.commit12}) in {bdir}")
     _compile(tree, bdir, options, jobs)
     _install(bdir, bin_dir, tree, options)
-    progress(f"{label}: done in {time.monotonic() - started:.0f} s: {bin_dir}")
+    seconds, counts = time.monotonic() - started, read_stats_log(bdir / "logs" / STATS_LOG)
+    record_cost(BuildCost(label, tree.name, seconds, counts))
+    progress(f"{label}: done in {seconds:.0f} s: {bin_dir}")
     return drivers

@@ -25,21 +25,26 @@ TAG = "b99999"  # made up: no upstream tag, not in releases.toml
 COMMIT = "a11ed0f0c0ffee5eed0123456789abcdef012345"  # made up
 OTHER_COMMIT = "badc0de0" * 5
 ADDED = "llama_bindgen_test_added"
-DECLARATION = "    LLAMA_API size_t llama_max_devices(void);\n"
+DECLARATION = (
+    "GGML_BACKEND_API ggml_backend_reg_t ggml_backend_rpc_add_server(const char * endpoint);\n"
+)
 
 
 def derived_tree(tree_pin: Path, dest: Path) -> Path:
     """The pinned tree with one added function: declared (with a doc comment) beside
-    llama_max_devices in include/llama.h, defined in src/llama.cpp."""
+    ggml_backend_rpc_add_server in ggml/include/ggml-rpc.h, a header the bindings bind (library
+    ggml_rpc), defined in ggml/src/ggml-rpc/ggml-rpc.cpp. Only the two sources that include that
+    header compile again; an addition to llama.h would compile every llama.cpp source, the chat
+    layer and the wrapper again (about 5 minutes cold) for the same check of the bump."""
     shutil.copytree(tree_pin, dest, symlinks=True, ignore=shutil.ignore_patterns(TREE_METADATA))
-    header = dest / "include" / "llama.h"
+    header = dest / "ggml" / "include" / "ggml-rpc.h"
     text = header.read_text()
     assert text.count(DECLARATION) == 1
     added = (
-        f"    // a constant, added by llama-bindgen's tests\n    LLAMA_API int32_t {ADDED}(void);\n"
+        f"\n// a constant, added by llama-bindgen's tests\nGGML_BACKEND_API int32_t {ADDED}(void);"
     )
-    header.write_text(text.replace(DECLARATION, DECLARATION + "\n" + added, 1))
-    with (dest / "src" / "llama.cpp").open("a") as source:
+    header.write_text(text.replace(DECLARATION, DECLARATION + added + "\n", 1))
+    with (dest / "ggml" / "src" / "ggml-rpc" / "ggml-rpc.cpp").open("a") as source:
         source.write(f"\nint32_t {ADDED}(void) {{\n    return 99999;\n}}\n")
     return dest
 

@@ -13,6 +13,7 @@ import pytest
 from generator.commands import build as build_command
 from generator.hashing import file_sha256
 from generator.native.build import build_dir_for, build_native
+from generator.native.build_costs import COSTS_ENV, read_costs
 from generator.native.build_info import wrapper_sources_sha256
 from generator.native.cmake_driver import BuildError
 from generator.native.shared_source import stage_dir, staged_wrapper_dir, tree_id
@@ -247,9 +248,14 @@ def test_the_tracking_issue_of_such_a_tree_leads_with_the_probe_line(tmp_path: P
         )
 
 
-def test_a_tree_without_a_licence_builds_and_says_so(tmp_path: Path) -> None:
+def test_a_tree_without_a_licence_builds_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A lean sdist's tree (no LICENSE) is built and gated; build-info.json records what it
-    lacks, which is what `release` refuses to ship (tests/release)."""
+    lacks, which is what `release` refuses to ship (tests/release). The build records what it
+    cost (build_costs), once."""
+    costs = tmp_path / "costs.jsonl"
+    monkeypatch.setenv(COSTS_ENV, str(costs))
     tree = tmp_path / "fake-tree"
     _write_fake_tree(tree, "d" * 40)
     (tree / "LICENSE").unlink()
@@ -259,6 +265,10 @@ def test_a_tree_without_a_licence_builds_and_says_so(tmp_path: Path) -> None:
         assert result.info["licenses"].startswith("missing: LICENSE")
         assert not result.mtp.supported and "predates the MTP API" in result.mtp.reason
         assert (result.lib_dir / "libllama.so").is_file()
+        [cost] = read_costs(costs)
+        assert (cost.label, cost.tree) == ("build linux-x86_64", "fake") and cost.seconds > 0
+        build_native(tree, "linux-x86_64", out=tmp_path / "out")  # reused: nothing to record
+        assert len(read_costs(costs)) == 1
     finally:
         shutil.rmtree(
             build_dir_for(Tree.read(tree), get_platform("linux-x86_64")), ignore_errors=True

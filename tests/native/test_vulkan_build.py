@@ -11,8 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from generator.native.build import BuildResult, build_native
+from generator.native.build import BuildResult, build_dir_for, build_native
+from generator.native.shared_source import stage_dir
 from generator.native.vulkan import MIN_HEADER_VERSION, header_version
+from generator.paths import default_cache_dir
+from generator.sources.tree import Tree
 from tests.repo import REPO_ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_tree]
@@ -34,6 +37,20 @@ def test_the_vulkan_build_is_its_own_platform_folder(vulkan_build: BuildResult) 
     assert (header_version(include) or 0) >= MIN_HEADER_VERSION
     assert "lib/libggml-vulkan.so" in {k.split(".so")[0] + ".so" for k in info["libraries"]}
     assert vulkan_build.mtp.supported
+
+
+def test_the_vulkan_build_compiles_from_the_cpu_builds_folder(
+    vulkan_build: BuildResult, tree_pin: Path
+) -> None:
+    """One stage folder per platform, whatever the backend: the sources the Vulkan build shares
+    with the CPU build have the CPU build's paths, so ccache serves their objects to both."""
+    tree = Tree.read(tree_pin)
+    ninja = build_dir_for(tree, vulkan_build.platform, "vulkan") / "cmake" / "build.ninja"
+    text = ninja.read_text(encoding="utf-8")
+    source = stage_dir(default_cache_dir(), "linux-x86_64")
+    assert f"{source / 'src' / 'llama.cpp'}" in text
+    assert f"{source / 'ggml' / 'src' / 'ggml-vulkan'}" in text
+    assert str(source.parent.with_name("linux-x86_64-vulkan")) not in text
 
 
 def test_the_vulkan_backend_finds_lavapipe(vulkan_build: BuildResult) -> None:
