@@ -19,12 +19,15 @@ line.
 A tree without its licence files (a lean PyPI sdist's) builds; ``build-info.json`` records what
 it lacks (``licenses``) and ``release`` refuses to ship it.
 A build whose build-info.json matches the tree's commit and the wrapper's sources, with intact
-libraries, is reused without running CMake.
+libraries, is reused without running CMake. A build into another ``<out>`` (a wheel's copy, a
+kit) runs Ninja and the install in the tree's build folder, and configures only when that
+folder's last finished configure (``configured.json``) had other arguments or wrapper sources.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import shutil
 import subprocess
@@ -242,6 +245,8 @@ def backend_cmake_options(
 
 # the wrapper sources a build folder last built with (shared_source.mark_changed)
 WRAPPER_RECORD = "wrapper-sources.sha256"
+# the arguments and wrapper sources of a build folder's last finished configure
+CONFIGURED_RECORD = "configured.json"
 
 
 def default_out_dir(tree: Tree) -> Path:
@@ -626,22 +631,50 @@ def _drop_other_source(cmake_dir: Path, source: Path) -> None:
             return
 
 
-def _configure_and_compile(plan: _Plan, configure: _Configure, env: dict[str, str]) -> MtpSupport:
-    """Configure and compile. A tree with the MTP API gets the wrapper or fails: the error names
-    the probe that matched no variant, or the first compiler error in the wrapper's sources, never
-    a build without MTP (nor a later, secondary error) in its place."""
+def _configured_record(configure: _Configure, wrapper_digest: str) -> str:
+    return json.dumps({"argv": configure.argv, "wrapper": wrapper_digest}, sort_keys=True)
+
+
+def _still_configured(plan: _Plan, configure: _Configure, wrapper_digest: str) -> bool:
+    """Whether the build folder's last configure ran with these arguments and these wrapper
+    sources, and finished (its record is written only then). Its tree is the same (the folder is
+    one tree's), so configuring again would decide the same: CMake's probes alone take about 20 s.
+    Ninja still runs CMake again by itself when one of CMake's own inputs changed."""
+    cmake_dir = plan.bdir / "cmake"
+    record = plan.bdir / CONFIGURED_RECORD
+    return (
+        record.is_file()
+        and record.read_text(encoding="utf-8") == _configured_record(configure, wrapper_digest)
+        and (cmake_dir / "build.ninja").is_file()
+        and (cmake_dir / "llama_mtp_status.txt").is_file()
+    )
+
+
+def _configure_and_compile(
+    plan: _Plan, configure: _Configure, env: dict[str, str], wrapper_digest: str, force: bool
+) -> MtpSupport:
+    """Configure (unless the build folder is configured so already and ``force`` is off) and
+    compile. A tree with the MTP API gets the wrapper or fails: the error names the probe that
+    matched no variant, or the first compiler error in the wrapper's sources, never a build
+    without MTP (nor a later, secondary error) in its place."""
     label, logs, cmake_dir = plan.label, plan.logs, plan.bdir / "cmake"
     compile_argv = ["ninja", "-C", str(cmake_dir), f"-j{plan.jobs}"]
     _drop_other_source(cmake_dir, staged_wrapper_dir(default_cache_dir(), plan.stage_key))
-    try:
-        run_step(f"{label}: configure", configure.argv, logs / "configure.log", env)
-    except BuildError as exc:
-        failure = _probe_failure(cmake_dir)
-        if failure:
-            raise BuildError(
-                f"{label}: the MTP wrapper against this tree", exc.log, failure
-            ) from None
-        raise
+    if not force and _still_configured(plan, configure, wrapper_digest):
+        progress(f"{label}: configure: configured with these options already")
+    else:
+        (plan.bdir / CONFIGURED_RECORD).unlink(missing_ok=True)
+        try:
+            run_step(f"{label}: configure", configure.argv, logs / "configure.log", env)
+        except BuildError as exc:
+            failure = _probe_failure(cmake_dir)
+            if failure:
+                raise BuildError(
+                    f"{label}: the MTP wrapper against this tree", exc.log, failure
+                ) from None
+            raise
+        record = _configured_record(configure, wrapper_digest)
+        (plan.bdir / CONFIGURED_RECORD).write_text(record, encoding="utf-8")
     mtp = _read_mtp_status(cmake_dir)
     progress(f"{label}: mtp: {mtp.describe()}")
     try:
@@ -774,7 +807,9 @@ def build_native(
     """Build (or reuse) the native libraries of ``tree`` (a Tree, or a fetched tree's folder)
     for ``platform_name``. ``interface``: the tree's parse when the caller has one (a bump
     parses once), instead of parsing the headers again. ``cuda_arch``: ``--cuda-arch``'s text
-    (CUDA architectures, comma-separated), for a CUDA build only."""
+    (CUDA architectures, comma-separated), for a CUDA build only. ``force``: configure,
+    compile and install even when the build is current (otherwise a build folder configured with
+    the same arguments is not configured again)."""
     plan = _plan(tree, platform_name, out, jobs, interface, backend, cuda_arch)
     reused = None if force else _reuse(plan)
     if reused is not None:
@@ -790,7 +825,7 @@ def build_native(
         wrapper_digest = mark_changed(staged, record)
         configure = _configure_command(plan)
         env = plan.environment()
-        mtp = _configure_and_compile(plan, configure, env)
+        mtp = _configure_and_compile(plan, configure, env, wrapper_digest, force)
         libraries = _install(plan, mtp, env)
         record_contents(record, wrapper_digest)
     api_record = _api_module_record(plan, mtp, libraries)

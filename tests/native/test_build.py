@@ -275,6 +275,34 @@ def test_a_tree_without_a_licence_builds_and_says_so(
         )
 
 
+def test_a_configured_build_folder_is_not_configured_again(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A second build of a tree into another place (a wheel's copy, a kit, a workflow's job)
+    reuses its build folder's configure when the arguments and the wrapper sources are the same
+    (CMake's probes alone take about 20 s); ``force`` configures again, and so does a folder whose
+    last configure did not finish."""
+    tree = tmp_path / "fake-tree"
+    _write_fake_tree(tree, "f" * 40)
+    (tree / "include" / "llama.h").write_text("int llama_fake(void);\n")  # no MTP API: no wrapper
+    plat = get_platform("linux-x86_64")
+    try:
+        first = build_native(tree, "linux-x86_64", out=tmp_path / "a")
+        assert ": configure (log:" in capfd.readouterr().err
+        second = build_native(tree, "linux-x86_64", out=tmp_path / "b")
+        err = capfd.readouterr().err
+        assert "configure: configured with these options already" in err
+        assert ": configure (log:" not in err
+        assert second.info["libraries"] == first.info["libraries"]
+        build_native(tree, "linux-x86_64", out=tmp_path / "b", force=True)
+        assert ": configure (log:" in capfd.readouterr().err
+        (build_dir_for(Tree.read(tree), plat) / "configured.json").unlink()  # as a failed one
+        build_native(tree, "linux-x86_64", out=tmp_path / "c")
+        assert ": configure (log:" in capfd.readouterr().err
+    finally:
+        shutil.rmtree(build_dir_for(Tree.read(tree), plat), ignore_errors=True)
+
+
 def test_a_bump_parse_gives_the_build_what_its_own_parse_gives(tree_pin: Path) -> None:
     """The one parse of a bump (every target) stands in for the build's own (host only)."""
     from generator.native.build import build_interface, host_interface
