@@ -6,19 +6,22 @@ its configure, compile and install took, and its own ccache hits and misses (its
 :mod:`generator.native.ccache_stats`). A build that was reused (nothing to compile) writes none.
 Builds made in child processes (a test running the CLI) inherit the variable and write to the
 same file; each line is one ``write`` in append mode, so lines of processes running side by
-side do not mix. ``tests/conftest.py`` sets it for a pytest run and prints the table at the end.
+side do not mix. ``tests/conftest.py`` sets it for a pytest run and prints the table at the end;
+inside pytest each line also names the test that was running (pytest's ``PYTEST_CURRENT_TEST``,
+which child processes inherit), so a build is traced to the test that paid for it.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from generator.native.ccache_stats import CacheCounts
 
 COSTS_ENV = "LLAMA_BINDGEN_BUILD_COSTS"
+RUNNING_TEST_ENV = "PYTEST_CURRENT_TEST"  # "tests/x.py::test_y (setup)", set by pytest
 
 
 @dataclass(frozen=True)
@@ -27,12 +30,13 @@ class BuildCost:
     tree: str  # the tree's name (tag or commit label)
     seconds: float
     counts: CacheCounts | None  # None: no ccache (or nothing it could cache)
+    during: str = ""  # the test that was running ("" outside pytest)
 
     def to_json(self) -> dict[str, object]:
         hits = None if self.counts is None else self.counts.hits
         misses = None if self.counts is None else self.counts.misses
         return {"label": self.label, "tree": self.tree, "seconds": round(self.seconds, 1),
-                "hits": hits, "misses": misses}  # fmt: skip
+                "hits": hits, "misses": misses, "during": self.during}  # fmt: skip
 
     @staticmethod
     def from_json(data: dict[str, object]) -> BuildCost:
@@ -46,6 +50,7 @@ class BuildCost:
             str(data.get("tree")),
             float(seconds) if isinstance(seconds, int | float) else 0.0,
             counts,
+            str(data.get("during") or ""),
         )
 
 
@@ -54,6 +59,8 @@ def record_cost(cost: BuildCost) -> None:
     target = os.environ.get(COSTS_ENV)
     if not target:
         return
+    if not cost.during:
+        cost = replace(cost, during=os.environ.get(RUNNING_TEST_ENV, ""))
     line = json.dumps(cost.to_json(), sort_keys=True) + "\n"
     path = Path(target)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -87,9 +94,9 @@ def cost_table(costs: list[BuildCost]) -> list[str]:
     lines = []
     for cost in rows:
         cache = "no ccache counts" if cost.counts is None else cost.counts.describe()
-        lines.append(
-            f"{f'{cost.label} ({cost.tree})'.ljust(width)}  {cost.seconds:7.1f} s  {cache}"
-        )
+        during = f"  in {cost.during}" if cost.during else ""
+        label = f"{cost.label} ({cost.tree})".ljust(width)
+        lines.append(f"{label}  {cost.seconds:7.1f} s  {cache}{during}")
     total = sum(c.seconds for c in rows)
     hits = sum(c.counts.hits for c in rows if c.counts is not None)
     misses = sum(c.counts.misses for c in rows if c.counts is not None)

@@ -9,6 +9,7 @@ import pytest
 
 from generator.native.build_costs import (
     COSTS_ENV,
+    RUNNING_TEST_ENV,
     BuildCost,
     cost_table,
     read_costs,
@@ -31,17 +32,21 @@ def test_costs_are_read_back_and_tabled_longest_first(
 ) -> None:
     path = tmp_path / "deep" / "costs.jsonl"
     monkeypatch.setenv(COSTS_ENV, str(path))
+    monkeypatch.setenv(RUNNING_TEST_ENV, "tests/x.py::test_y (setup)")
     short = BuildCost("build linux-aarch64", "b2", 12.25, CacheCounts(90, 10))
     long = BuildCost("upstream drivers b2", "b2", 300.0, None)
     record_cost(short)
     record_cost(long)
     with path.open("a") as fh:
         fh.write("not json\n")
-    assert read_costs(path) == [BuildCost("build linux-aarch64", "b2", 12.2, CacheCounts(90, 10)),
-                                long]  # fmt: skip
+    during = "tests/x.py::test_y (setup)"  # the running test, as pytest names it
+    assert read_costs(path) == [
+        BuildCost("build linux-aarch64", "b2", 12.2, CacheCounts(90, 10), during),
+        BuildCost("upstream drivers b2", "b2", 300.0, None, during),
+    ]
     lines = cost_table(read_costs(path))
     assert lines[0].startswith("upstream drivers b2 (b2)") and "300.0 s" in lines[0]
-    assert "no ccache counts" in lines[0]
+    assert "no ccache counts" in lines[0] and lines[0].endswith(f"  in {during}")
     assert "90 hits, 10 misses, hit rate 90%" in lines[1]
     assert lines[2] == "2 builds, 312 s in all; ccache 90 hits, 10 misses"
 
