@@ -40,7 +40,9 @@ def register(subparsers: Any) -> None:
         "default: llama.cpp's own list",
     )
     parser.add_argument("--jobs", "-j", type=int, default=2, help="parallel compile jobs (2)")
-    parser.add_argument("--force", action="store_true", help="configure and rebuild even when up to date")
+    parser.add_argument(
+        "--force", action="store_true", help="configure and rebuild even when up to date"
+    )
     parser.set_defaults(func=run)
 
 
