@@ -53,7 +53,7 @@ from generator.native.build_info import (
     wrapper_sources_sha256,
     write_build_info,
 )
-from generator.native.ccache_stats import CacheCounts, read_stats_log
+from generator.native.ccache_stats import STATS_LOG, CacheCounts, read_stats_log
 from generator.native.cmake_driver import (
     BuildError,
     build_environment,
@@ -478,8 +478,13 @@ class _Plan:
         return stage_dir(default_cache_dir(), self.stage_key)
 
     @property
+    def staged_wrapper(self) -> Path:
+        """Where the wrapper's CMake project is configured from (``shared_source``)."""
+        return staged_wrapper_dir(default_cache_dir(), self.stage_key)
+
+    @property
     def ccache_log(self) -> Path:
-        return self.logs / "ccache-stats.log"
+        return self.logs / STATS_LOG
 
     def environment(self) -> dict[str, str]:
         # ccache rewrites paths under the cache folder (the common parent of the stable source
@@ -612,8 +617,16 @@ def _configure_command(plan: _Plan) -> _Configure:
         ]
     launcher = ccache_defines()
     defines += launcher
-    wrapper = staged_wrapper_dir(default_cache_dir(), plan.stage_key)  # see shared_source
-    argv = ["cmake", "-S", str(wrapper), "-B", str(bdir / "cmake"), "-G", "Ninja", *defines]
+    argv = [
+        "cmake",
+        "-S",
+        str(plan.staged_wrapper),
+        "-B",
+        str(bdir / "cmake"),
+        "-G",
+        "Ninja",
+        *defines,
+    ]
     return _Configure(argv, recorded, compat, bool(launcher))
 
 
@@ -659,7 +672,7 @@ def _configure_and_compile(
     without MTP (nor a later, secondary error) in its place."""
     label, logs, cmake_dir = plan.label, plan.logs, plan.bdir / "cmake"
     compile_argv = ["ninja", "-C", str(cmake_dir), f"-j{plan.jobs}"]
-    _drop_other_source(cmake_dir, staged_wrapper_dir(default_cache_dir(), plan.stage_key))
+    _drop_other_source(cmake_dir, plan.staged_wrapper)
     if not force and _still_configured(plan, configure, wrapper_digest):
         progress(f"{label}: configure: configured with these options already")
     else:
@@ -821,8 +834,7 @@ def build_native(
         plan.tree.root, default_cache_dir(), plan.stage_key, plan.label, wrapper_dir()
     ):
         record = plan.bdir / WRAPPER_RECORD
-        staged = staged_wrapper_dir(default_cache_dir(), plan.stage_key)
-        wrapper_digest = mark_changed(staged, record)
+        wrapper_digest = mark_changed(plan.staged_wrapper, record)
         configure = _configure_command(plan)
         env = plan.environment()
         mtp = _configure_and_compile(plan, configure, env, wrapper_digest, force)

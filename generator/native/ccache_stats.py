@@ -16,6 +16,8 @@ from pathlib import Path
 
 from generator.native.cmake_driver import ccache_path
 
+# a build's stats log, in its build folder's logs/
+STATS_LOG = "ccache-stats.log"
 HIT_COUNTERS = ("direct_cache_hit", "preprocessed_cache_hit")
 MISS_COUNTER = "cache_miss"
 SIZE_COUNTER = "cache_size_kibibyte"

@@ -38,7 +38,7 @@ from generator.errors import UsageError
 from generator.hashing import file_sha256
 from generator.native.build_costs import BuildCost, record_cost
 from generator.native.build_info import BUILD_INFO_NAME, read_build_info
-from generator.native.ccache_stats import read_stats_log
+from generator.native.ccache_stats import STATS_LOG, read_stats_log
 from generator.native.cmake_driver import build_environment, ccache_defines, progress, run_step
 from generator.native.host import host_toolchain
 from generator.native.shared_source import staged_source
@@ -49,7 +49,6 @@ from generator.sources.tree import Tree
 DRIVERS: tuple[str, ...] = ("llama-simple", "llama-speculative-simple")
 RECORD = "drivers.json"
 RECORD_FORMAT = 1
-STATS_LOG = "ccache-stats.log"
 # Upstream's own options on top of the host build's: the common library and the examples.
 _OPTIONS: dict[str, str] = {
     "LLAMA_BUILD_COMMON": "ON",
