@@ -144,6 +144,7 @@ def _server(
         ctx_size=1024,
         slots=16,
         clients=(1, 4) if args.quick else None,
+        modes=tuple(args.server_modes) if args.server_modes else None,
     )
     return server.run(setup, cache, args.repeats)
 
@@ -237,6 +238,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=int,
         default=3,
         help="the server section's requests per client (%(default)s)",
+    )
+    p.add_argument(
+        "--server-modes",
+        nargs="+",
+        choices=[mode.name for mode in server.MODES],
+        help="the server section's modes (default: all)",
     )
     p.add_argument(
         "--quick",

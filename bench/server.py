@@ -141,6 +141,9 @@ MODES = (
          ("--spec-type", "ngram-mod"), False, (1, 4, 16)),
     Mode("draft-mtp", "mtp", "chatml", ("--speculative", "draft-mtp"),
          ("--spec-type", "draft-mtp"), False, (1, 16)),
+    # each greedy reply as it is alone: one token per pass, a KV buffer per slot (both sides)
+    Mode("deterministic", "gemma", "gemma", ("--deterministic",),
+         ("--ubatch-size", "1", "--no-kv-unified"), False, (1, 4, 16)),
 )  # fmt: skip
 
 
@@ -159,6 +162,7 @@ class Setup:
     ctx_size: int  # cells per slot
     slots: int  # every side's parallel slots (llama-cpp-python: one sequence)
     clients: tuple[int, ...] | None = None  # None: each mode's own
+    modes: tuple[str, ...] | None = None  # None: every mode of MODES
 
 
 def command(setup: Setup, side: str, mode: Mode, port: int) -> tuple[list[str], dict[str, str]]:
@@ -288,7 +292,7 @@ Runs = dict[str, dict[str, dict[int, list[dict[str, Any]]]]]  # mode -> side -> 
 def collect(setup: Setup, repeats: int, work: Path) -> Runs:
     runs: Runs = {}
     for i in range(repeats):
-        for mode in MODES:
+        for mode in [m for m in MODES if setup.modes is None or m.name in setup.modes]:
             log(f"server: repeat {i + 1}/{repeats}, {mode.name}")
             sides = [s for s in SIDES if _available(setup, s, mode)]
             for side in sides if i % 2 == 0 else sides[::-1]:
@@ -509,6 +513,8 @@ def run(setup: Setup, cache: Path, repeats: int) -> dict[str, Any]:
         "slots": setup.slots,
         "ctx_size": setup.ctx_size,
         "conversations": conversations(setup.turns),
-        "configurations": {m.name: asdict(m) for m in MODES},
+        "configurations": {
+            m.name: asdict(m) for m in MODES if setup.modes is None or m.name in setup.modes
+        },
         **summarise(runs),
     }

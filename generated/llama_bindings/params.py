@@ -126,6 +126,23 @@ def check_flag(value: bool | None, argument: str) -> None:
         raise TypeError(f"{argument} must be True, False or None, not {value!r}")
 
 
+def deterministic_layout(
+    deterministic: bool, n_ubatch: int | None, kv_unified: bool | None
+) -> tuple[int | None, bool | None]:
+    """``n_ubatch`` and ``kv_unified`` as a context gets them: with ``deterministic`` one token per
+    physical batch and one KV buffer per sequence (ValueError when they were asked otherwise)."""
+    check_flag(deterministic, "deterministic")
+    if not deterministic:
+        return n_ubatch, kv_unified
+    if n_ubatch not in (None, 1):
+        raise ValueError(
+            f"deterministic=True decodes one token per pass: n_ubatch=1, not {n_ubatch}"
+        )
+    if kv_unified:
+        raise ValueError("deterministic=True keeps one KV buffer per sequence: not kv_unified=True")
+    return 1, False
+
+
 def apply_rope(ffi: Any, params: Any, rope: RopeScaling) -> None:
     """Write the overrides ``rope`` sets into ``llama_context_params``."""
     struct = "llama_context_params"
@@ -159,6 +176,7 @@ SETTINGS_FIELDS: dict[str, tuple[str, str] | None] = {
     "type_k": ("ggml_type", "GGML_TYPE_"),
     "type_v": ("ggml_type", "GGML_TYPE_"),
     "swa_full": None,
+    "kv_unified": None,
     "offload_kqv": None,
     "op_offload": None,
     "embeddings": None,

@@ -51,6 +51,19 @@ def test_values_set_reach_llama_cpp(runtime: Any, libs: Any, models: dict[str, P
     assert settings["yarn_orig_ctx"] == 64
 
 
+def test_a_deterministic_context_decodes_one_token_per_pass_in_a_buffer_per_sequence(
+    runtime: Any, libs: Any, models: dict[str, Path]
+) -> None:
+    with runtime.Model(models["plain"], libs=libs) as model:
+        with runtime.Context(model, n_ctx=256, n_seq_max=2, deterministic=True) as ctx:
+            settings = ctx.settings
+            assert ctx.deterministic
+        with runtime.Context(model, n_ctx=256, n_seq_max=2) as ctx:
+            plain = ctx.settings
+    assert (settings["n_ubatch"], settings["kv_unified"]) == (1, False)
+    assert plain["n_ubatch"] == plain["n_batch"] > 1 and not ctx.deterministic
+
+
 def test_flash_attention_changes_nothing_the_user_sees_but_the_setting(
     runtime: Any, libs: Any, models: dict[str, Path]
 ) -> None:
@@ -75,6 +88,9 @@ def test_flash_attention_changes_nothing_the_user_sees_but_the_setting(
         ({"swa_full": "no"}, TypeError, "swa_full must be True, False or None"),
         ({"offload_kqv": 1}, TypeError, "offload_kqv must be True, False or None"),
         ({"rope": {"freq_base": 1.0}}, TypeError, "rope must be a RopeScaling"),
+        ({"deterministic": 1}, TypeError, "deterministic must be True, False or None"),
+        ({"deterministic": True, "n_ubatch": 8}, ValueError, "n_ubatch=1, not 8"),
+        ({"deterministic": True, "kv_unified": True}, ValueError, "not kv_unified=True"),
     ],
 )
 def test_bad_context_options_are_refused_before_llama_cpp(

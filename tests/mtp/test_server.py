@@ -210,6 +210,16 @@ def test_sixteen_concurrent_clients_get_what_each_gets_alone(
         status == 200
         and 'llama_bindings_strategy_drafted_tokens_total{strategy="draft-mtp"}' in metrics
     )
+    for histogram in ("request_queue_time", "time_to_first_token", "e2e_request_latency"):
+        count = re.search(rf"llama_bindings_{histogram}_seconds_count (\S+)", metrics)
+        assert count and float(count[1]) >= 32, histogram  # these 32 requests, and earlier ones
+    per_token = r'llama_bindings_time_per_output_token_seconds_bucket\{le="\+Inf"\} [1-9]'
+    assert re.search(per_token, metrics)
+    first = re.search(r'position_drafted_tokens_total\{position="1"\} (\S+)', metrics)
+    assert first and float(first[1]) > 0
+    used = re.findall(r'llama_bindings_kv_cells_used\{slot="(\d)"\} (\S+)', metrics)
+    assert sorted(int(slot) for slot, _ in used) == [0, 1, 2, 3]
+    assert all(float(cells) > 0 for _, cells in used)  # each slot keeps its last request
 
 
 @pytest.mark.parametrize("stream", [True, False], ids=["streaming", "waiting"])

@@ -37,12 +37,18 @@ def test_requests_from_threads_equal_each_alone(
         alone = [ctx.generate(p, max_tokens=REPLY, logprobs=2, reuse_prefix=False) for p in PROMPTS]
     with context_factory(runtime, libs, models, mode, n_seq=3, kv_unified=unified) as make:
         with make().slots() as slots:
+            times: list[Any] = []
+            slots.on_request_end(times.append)
             with ThreadPoolExecutor(len(PROMPTS)) as pool:
                 together = list(
                     pool.map(lambda p: slots.generate(p, max_tokens=REPLY, logprobs=2), PROMPTS)
                 )
             stats = slots.stats()
+            cells = slots.cells_in_use()
+            held = [slots.held_tokens(slot) for slot in range(slots.n_slots)]
     assert [r.tokens for r in together] == [r.tokens for r in alone]
+    _check_times(times, together, [s.slot for s in stats])
+    assert cells == held and all(cells)  # each slot keeps its last request (text-only prompts)
     assert [r.text for r in together] == [r.text for r in alone]
     for ours, single in zip(together, alone, strict=True):
         assert ours.logprobs is not None and single.logprobs is not None
@@ -63,6 +69,23 @@ def test_requests_from_threads_equal_each_alone(
             assert sum(r.metrics.accepted_tokens for r in together) >= sum(
                 r.metrics.accepted_tokens for r in alone
             )
+        # per draft position: every draft token counted once, a later position never accepted
+        # more often than an earlier one (a draft is accepted as a prefix)
+        for s in stats:
+            assert (sum(s.drafted_at), sum(s.accepted_at)) == (s.drafted_tokens, s.accepted_tokens)
+            for counts in (s.drafted_at, s.accepted_at):
+                assert counts == sorted(counts, reverse=True)
+
+
+def _check_times(times: list[Any], results: list[Any], slots: list[int]) -> None:
+    """One :class:`RequestTimes` per request, its parts in order: queued, first token, end."""
+    assert sorted(t.generated_tokens for t in times) == sorted(len(r.tokens) for r in results)
+    for t in times:
+        assert t.slot in slots and 0 <= t.queued <= t.total
+        assert t.first_token is not None and t.queued <= t.first_token <= t.total
+        assert t.per_output_token is not None and 0 < t.per_output_token <= t.total
+    # six requests on three slots: some waited for a slot
+    assert max(t.queued for t in times) > min(t.queued for t in times)
 
 
 @pytest.mark.parametrize("mode", ["none", "draft-mtp"])
@@ -86,6 +109,33 @@ def test_a_request_joins_while_another_runs(
     assert first + rest == long_alone.text
     assert long_stream.result is not None and long_stream.result.tokens == long_alone.tokens
     assert short.tokens == short_alone.tokens
+
+
+def test_a_waiting_request_that_is_cancelled_leaves_the_queue_at_once(
+    runtime: Any, libs: Any, models: dict[str, Path]
+) -> None:
+    """One slot busy with a long stream, a second request waits behind it; cancelling the
+    waiting one ends it now (cancelled, no token) and frees its place in the queue while the
+    long one still runs: with max_waiting=1 a third request is then taken."""
+    with context_factory(runtime, libs, models, "none", n_seq=1) as make:
+        with make().slots(max_waiting=1) as slots:
+            long_stream = slots.stream(PROMPTS[0], max_tokens=200)
+            next(long_stream)
+            cancel = runtime.Cancellation()
+            waiting = slots.stream(PROMPTS[1], max_tokens=3, cancel=cancel)
+            assert slots.waiting == 1
+            with pytest.raises(runtime.LlamaQueueFullError):
+                slots.stream(PROMPTS[2], max_tokens=3)
+            cancel.cancel()
+            assert slots.waiting == 0 and slots.busy == 1
+            assert "".join(waiting) == ""
+            assert waiting.result is not None
+            assert waiting.result.finish_reason == "cancelled" and waiting.result.tokens == ()
+            third = slots.stream(PROMPTS[2], max_tokens=3)  # its place is free
+            assert slots.busy == 1  # the long one still runs
+            "".join(long_stream)
+            assert len("".join(third)) >= 0 and third.result is not None
+            assert len(third.result.tokens) == 3
 
 
 def test_the_slot_with_the_longest_common_prefix(

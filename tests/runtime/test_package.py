@@ -74,6 +74,7 @@ PUBLIC = (
     "SYMBOL_ERRORS",
     "Sampling",
     "SlotStats",
+    "RequestTimes",
     "Slots",
     "SpeculativeDecoding",
     "SpeculativeMode",

@@ -124,6 +124,7 @@ from .results import Stream as Stream
 from .results import TokenCallback as TokenCallback
 from .sampling import Grammar as Grammar
 from .sampling import Sampling as Sampling
+from .slots import RequestTimes as RequestTimes
 from .slots import Slots as Slots
 from .slots import SlotStats as SlotStats
 from .speculative import SpeculativeDecoding as SpeculativeDecoding

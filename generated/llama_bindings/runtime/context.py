@@ -24,6 +24,7 @@ from ..params import (
     check_count,
     check_flag,
     choose,
+    deterministic_layout,
     ggml_type,
     requested_settings,
     set_field,
@@ -74,6 +75,12 @@ class Context:
     tensor operations offloaded), ``rope`` (:class:`RopeScaling` overrides). A context llama.cpp
     cannot create raises :class:`LlamaLoadError` with llama.cpp's error lines.
 
+    ``deterministic=True``: a greedy generation gives the same tokens whatever the other
+    sequences of the context run beside it (``n_ubatch`` 1: each token's logits computed alone;
+    one KV buffer per sequence: its attention sums over its own cells in the same order). It
+    sets both (``n_ubatch`` other than 1 or ``kv_unified=True`` with it: ValueError); measured on
+    CPU, where prompts then decode one token per pass.
+
     Closing the context (or its model) frees it; every method and property then raises
     :class:`LlamaClosedError`, and an open :class:`Stream` of it raises at its next step.
     """
@@ -99,26 +106,26 @@ class Context:
         embeddings: bool = False,
         pooling: str | None = None,
         speculative: SpeculativeDecoding | None = None,
+        deterministic: bool = False,
     ) -> None:
         model.require_weights("a Context")
-        self.model = model
+        n_ubatch, kv_unified = deterministic_layout(deterministic, n_ubatch, kv_unified)
+        self.model, self.deterministic = model, deterministic
         self.speculative = speculative if speculative is not None else SpeculativeDecoding()
         self.ffi: Any = model.ffi
         self.llama: LlamaLibrary = model.llama
         self._mtp_lib: LlamaMtpLibrary | None = None
-        self._busy = False
-        self._embeddings = embeddings
+        self._busy, self._embeddings = False, embeddings
         check_flag(embeddings, "embeddings")
         if pooling is not None and not embeddings:
             raise ValueError("pooling= is for embeddings: pass embeddings=True with it")
         if embeddings and self.speculative.enabled:
             raise LlamaUnsupportedError("an embeddings context does not generate: no speculative=")
+        counts = {"n_batch": n_batch, "n_ubatch": n_ubatch, "n_threads": n_threads}
+        counts.update(n_threads_batch=n_threads_batch, n_seq_max=n_seq_max)
         check_count(n_ctx, "n_ctx", 0)
-        check_count(n_batch, "n_batch", 1)
-        check_count(n_ubatch, "n_ubatch", 1)
-        check_count(n_threads, "n_threads", 1)
-        check_count(n_threads_batch, "n_threads_batch", 1)
-        check_count(n_seq_max, "n_seq_max", 1)
+        for name, count in counts.items():
+            check_count(count, name, 1)
         flags = {"swa_full": swa_full, "kv_unified": kv_unified}
         flags.update(offload_kqv=offload_kqv, op_offload=op_offload)
         for name, flag in flags.items():

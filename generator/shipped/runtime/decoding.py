@@ -341,6 +341,16 @@ class Job:
         self.stepper: _Stepper | None = None
         self.totals: SidecarCounts | None = None
         self.result: GenerationResult | None = None
+        # per draft position: the steps that drafted a token there, and accepted it
+        self.drafted_at: list[int] = []
+        self.accepted_at: list[int] = []
+
+    def count_positions(self, drafted: int, accepted: int) -> None:
+        """One step's draft: ``drafted`` tokens, the first ``accepted`` of them accepted."""
+        for counts, n in ((self.drafted_at, drafted), (self.accepted_at, accepted)):
+            counts.extend([0] * (n - len(counts)))
+            for position in range(n):
+                counts[position] += 1
 
 
 class SequenceScheduler:
@@ -470,6 +480,7 @@ class SequenceScheduler:
             got = cast(_Stepper, job.stepper)(id_last, n_past, self._room(job.seq))
             counted = sidecar.counts().since(before)
             job.totals = counted if job.totals is None else job.totals.plus(counted)
+            job.count_positions(counted.drafted, counted.accepted)
             if got is not None:
                 _held(session, job.seq, id_last, got)
             if got is None or not _emit_all(job.run, session, got):

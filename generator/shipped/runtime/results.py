@@ -169,14 +169,29 @@ class GenerationResult:
 class Cancellation:
     """Thread-safe cancellation flag for :meth:`Context.generate`.
 
-    Checked between steps and, through llama.cpp's abort callback, inside prompt decoding.
+    Checked between steps and, through llama.cpp's abort callback, inside prompt decoding; a
+    request waiting for a slot leaves the queue at once (:meth:`when_cancelled`).
     """
 
     def __init__(self) -> None:
         self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._callbacks: list[Callable[[], None]] = []
 
     def cancel(self) -> None:
-        self._event.set()
+        with self._lock:
+            self._event.set()
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback()
+
+    def when_cancelled(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` once, in the thread that cancels (now, if that was done)."""
+        with self._lock:
+            if not self._event.is_set():
+                self._callbacks.append(callback)
+                return
+        callback()
 
     @property
     def cancelled(self) -> bool:

@@ -19,12 +19,14 @@ import contextlib
 import itertools
 import queue
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Generator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final, Unpack
 
+from ..constants import LLAMA_DEFAULT_SEED
 from ..errors import (
     LlamaClosedError,
     LlamaQueueFullError,
@@ -32,8 +34,8 @@ from ..errors import (
     LlamaSlotBusyError,
 )
 from .chat_request import ChatOptions, ChatRequest, ChatResult, ChatStream, render
-from .generation import GenerateOptions, Plan
-from .results import Cancellation, GenerationResult, Stream, run_to_end
+from .generation import GenerateOptions, Plan, Run
+from .results import Cancellation, FinishReason, GenerationResult, Stream, run_to_end
 from .session import common_prefix
 from .state import load_context_state, save_context_state
 
@@ -55,11 +57,8 @@ class _EitherCancellation(Cancellation):
 
     def __init__(self, caller: Cancellation | None) -> None:
         super().__init__()
-        self._caller = caller
-
-    @property
-    def cancelled(self) -> bool:
-        return super().cancelled or (self._caller is not None and self._caller.cancelled)
+        if caller is not None:
+            caller.when_cancelled(self.cancel)
 
 
 @dataclass(frozen=True)
@@ -70,18 +69,51 @@ class _Ended:
 
 @dataclass
 class _Ticket:
-    """A request from its submission to its end: the replies go through ``out``."""
+    """A request from its submission to its end: the replies go through ``out``; when it was
+    submitted, given a slot and had its first token (``time.monotonic``)."""
 
     plan: Plan
     cancel: _EitherCancellation
     out: queue.SimpleQueue[str | _Ended] = field(default_factory=queue.SimpleQueue)
+    submitted: float = field(default_factory=time.monotonic)
+    admitted: float | None = None
+    first_token: float | None = None
+
+
+@dataclass(frozen=True)
+class RequestTimes:
+    """How long a request that ended took, in seconds, from the slots taking it: waiting for a
+    slot (``queued``), to its first generated token (``first_token``, its prompt decoded and
+    that token sampled; None when it generated none), per generated token after the first
+    (``per_output_token``: the rest of its time over the rest of its tokens; None below two
+    tokens) and to its end (``total``)."""
+
+    slot: int
+    queued: float
+    first_token: float | None
+    per_output_token: float | None
+    total: float
+    generated_tokens: int
+
+    @staticmethod
+    def of(slot: int, ticket: _Ticket, ended: float, generated: int) -> RequestTimes:
+        admitted = ticket.admitted if ticket.admitted is not None else ended
+        first = ticket.first_token
+        per_token = (
+            (ended - first) / (generated - 1) if first is not None and generated > 1 else None
+        )
+        return RequestTimes(
+            slot, admitted - ticket.submitted, None if first is None else first - ticket.submitted,
+            per_token, ended - ticket.submitted, generated,
+        )  # fmt: skip
 
 
 @dataclass
 class SlotStats:
     """What one slot has served: requests ended, prompt tokens (and how many it held already),
-    generated tokens, drafted and accepted tokens (speculative decoding), and per strategy
-    (its name: drafted, accepted)."""
+    generated tokens, drafted and accepted tokens (speculative decoding), per strategy (its
+    name: drafted, accepted) and per draft position (how often the i-th token of a draft was
+    drafted and accepted)."""
 
     slot: int
     requests: int = 0
@@ -92,6 +124,9 @@ class SlotStats:
     accepted_tokens: int = 0
     strategies: dict[str, tuple[int, int]] = field(default_factory=dict)
     busy: bool = False
+    # per draft position (0: a draft's first token): steps that drafted it, and accepted it
+    drafted_at: list[int] = field(default_factory=list)
+    accepted_at: list[int] = field(default_factory=list)
 
     @property
     def acceptance_rate(self) -> float:
@@ -110,6 +145,12 @@ class SlotStats:
             self.strategies[strategy.kind.value] = (
                 drafted + strategy.drafted_tokens, accepted + strategy.accepted_tokens,
             )  # fmt: skip
+
+    def add_positions(self, drafted_at: Sequence[int], accepted_at: Sequence[int]) -> None:
+        for mine, theirs in ((self.drafted_at, drafted_at), (self.accepted_at, accepted_at)):
+            mine.extend([0] * (len(theirs) - len(mine)))
+            for position, count in enumerate(theirs):
+                mine[position] += count
 
 
 class Slots:
@@ -155,6 +196,7 @@ class Slots:
         self._wake = threading.Condition(self._lock)
         self._plan_lock = threading.Lock()  # requests are planned one at a time
         self._closing = False
+        self._listeners: list[Callable[[RequestTimes], None]] = []
         self._thread = threading.Thread(target=self._serve, name="llama-slots", daemon=True)
         self._thread.start()
 
@@ -221,7 +263,8 @@ class Slots:
         with self._lock:
             if self._closing:
                 raise LlamaClosedError("the slots are closed")
-            # a slot whose request was cancelled is free at the next step
+            # a slot whose request was cancelled is free at the next step (a waiting request
+            # that is cancelled leaves the queue at once: _withdraw)
             free = self.n_slots - sum(not t.cancel.cancelled for t in self._tickets.values())
             if len(self._waiting) >= self.max_waiting + free:
                 raise LlamaQueueFullError(
@@ -230,7 +273,20 @@ class Slots:
                 )
             self._waiting.append(ticket)
             self._wake.notify()
+        cancel.when_cancelled(lambda: self._withdraw(ticket))
         return ticket
+
+    def _withdraw(self, ticket: _Ticket) -> None:
+        """A request cancelled while it waits leaves the queue now (its place free at once) and
+        ends as cancelled, with no token; one in a slot ends there at the next step."""
+        with self._lock:
+            if ticket not in self._waiting:
+                return
+            self._waiting.remove(ticket)
+        run = Run(self.model, (), None, ticket.cancel, ticket.plan.max_tokens)
+        run.finish(FinishReason.CANCELLED)
+        ticket.out.put(_Ended(run.result(self._sidecar is not None, len(ticket.plan.tokens),
+                                         LLAMA_DEFAULT_SEED), None))  # fmt: skip
 
     @staticmethod
     def _pieces(ticket: _Ticket) -> Generator[str, None, GenerationResult]:
@@ -317,9 +373,22 @@ class Slots:
         """Each slot's totals (copies)."""
         with self._lock:
             return [
-                replace(s, strategies=dict(s.strategies), busy=s.slot in self._tickets)
+                replace(s, strategies=dict(s.strategies), busy=s.slot in self._tickets,
+                        drafted_at=list(s.drafted_at), accepted_at=list(s.accepted_at))
                 for s in self._stats
-            ]
+            ]  # fmt: skip
+
+    def cells_in_use(self) -> list[int]:
+        """The KV cells each slot holds now (its tokens, and the cells its media items take
+        beyond their positions), read without waiting for the step that runs."""
+        return [len(held.tokens) + held.extra_cells for held in self._session.sequences]
+
+    def on_request_end(self, listener: Callable[[RequestTimes], None]) -> None:
+        """Call ``listener`` with the :class:`RequestTimes` of every request that ends with a
+        result from now on (on the slots' thread, between steps: it must return quickly and
+        not raise)."""
+        with self._lock:
+            self._listeners.append(listener)
 
     def close(self, *, cancel: bool = True, timeout: float | None = None) -> None:
         """Take no more requests; end the running and waiting ones (``cancel``, the default:
@@ -327,10 +396,10 @@ class Slots:
         thread (at most ``timeout`` seconds), and give the context back."""
         with self._lock:
             self._closing = True
-            if cancel:
-                for ticket in [*self._waiting, *self._tickets.values()]:
-                    ticket.cancel.cancel()
+            ending = [*self._waiting, *self._tickets.values()] if cancel else []
             self._wake.notify()
+        for ticket in ending:  # outside the lock: a waiting one withdraws itself
+            ticket.cancel.cancel()
         self._thread.join(timeout)
         if not self._thread.is_alive():
             self._release()
@@ -396,6 +465,7 @@ class Slots:
         # libmtmd's context is not shared between threads: a media prompt is encoded while no
         # caller tokenizes one (planning holds the same lock)
         media = self._plan_lock if ticket.plan.media is not None else contextlib.nullcontext()
+        ticket.admitted = time.monotonic()
         try:
             with media:
                 job = self._scheduler.admit(slot, ticket.plan)
@@ -423,12 +493,21 @@ class Slots:
     def _deliver(self, job: Job) -> None:
         """A job's released text to its request; its end, once it has a result."""
         ticket = self._tickets[job.seq]
+        if ticket.first_token is None and job.run.tokens:
+            ticket.first_token = time.monotonic()
         for piece in job.run.take():
             ticket.out.put(piece)
         if job.result is not None:
             self._log_metrics(job.result, f"slot {job.seq}")
+            times = RequestTimes.of(
+                job.seq, ticket, time.monotonic(), job.result.metrics.generated_tokens
+            )
             with self._lock:
                 self._stats[job.seq].add(job.result)
+                self._stats[job.seq].add_positions(job.drafted_at, job.accepted_at)
+                listeners = list(self._listeners)
+            for listener in listeners:
+                listener(times)
             self._end(job.seq, _Ended(job.result, None))
 
     def _end(self, slot: int, ended: _Ended) -> None:

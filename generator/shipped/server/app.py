@@ -308,6 +308,12 @@ class Endpoints:
 
     @asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        # a reader of a waiting or running request holds a worker thread (anyio's default is
+        # 40, below the default queue): room for every slot, the whole queue and the rest
+        limiter = anyio.to_thread.current_default_thread_limiter()
+        limiter.total_tokens = max(
+            limiter.total_tokens, self.served.slots.n_slots + self.config.max_waiting + 16
+        )
         yield
         if self.guard is not None:
             self.guard.stopping = True

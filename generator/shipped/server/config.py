@@ -38,7 +38,8 @@ class ServerConfig:
     batch_size: int | None = None  # the logical batch (default: the runtime's)
     ubatch_size: int | None = None  # the physical batch (1, with repack off: batch-independent)
     kv_unified: bool = True  # one KV buffer for every slot (False: one per slot)
-    repack: bool = True  # False: Model(use_extra_bufts=False), batch-independent logits on CPU
+    repack: bool = True  # False: Model(use_extra_bufts=False)
+    deterministic: bool = False  # Context(deterministic=True): a greedy reply as it is alone
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
     api_key: str | None = field(default=None, repr=False)
@@ -57,6 +58,9 @@ class ServerConfig:
         self.modes  # noqa: B018  (an unknown mode raises here, before anything loads)
         if self.chat_template is not None and self.chat_template_file is not None:
             raise ValueError("--chat-template or --chat-template-file, not both")
+        if self.deterministic and self.ubatch_size not in (None, 1):
+            raise ValueError("--deterministic decodes one token per pass: not --ubatch-size "
+                             f"{self.ubatch_size}")  # fmt: skip
         for name in ("max_waiting", "max_body_bytes"):
             if int(getattr(self, name)) < 0:
                 raise ValueError(f"{name} must be >= 0")
@@ -113,9 +117,15 @@ def _parser() -> argparse.ArgumentParser:
     add("--no-kv-unified", dest="kv_unified", action="store_false",
         help="a KV buffer per slot instead of one for all (llama.cpp's default for contexts; "
         "one shared buffer decodes many slots faster)")  # fmt: skip
-    add("--no-repack", dest="repack", action="store_false",
-        help="keep the CPU weights as stored (llama.cpp repacks them by default): each reply is "
-        "then the same whatever else the slots run, at some speed")  # fmt: skip
+    add(
+        "--no-repack",
+        dest="repack",
+        action="store_false",
+        help="keep the CPU weights as stored (llama.cpp repacks them by default)",
+    )
+    add("--deterministic", action="store_true",
+        help="every greedy reply equal to the same request served alone, whatever else the slots "
+        "run: one token per pass, a KV buffer per slot (slower: see the serving docs)")  # fmt: skip
     add("--host", help=f"address to listen on (default {DEFAULT_HOST})")
     add("--port", type=int, help=f"TCP port (default {DEFAULT_PORT})")
     add("--api-key", help=f"require this key (also from ${API_KEY_VARIABLE})")

@@ -1,16 +1,23 @@
 """The server's Prometheus metrics (``/metrics``), in a registry of its own: requests by endpoint
-and status, and, read from the slots at each scrape, the queue, the busy slots, tokens, and
-drafted and accepted tokens per slot and per speculative strategy."""
+and status; histograms of each ended request's queue time, time to first token, time per
+output token and end-to-end time (from the slots taking it); and, read from the slots at each
+scrape, the queue, the busy slots, the KV cells each slot holds, tokens, and drafted and
+accepted tokens per slot, per speculative strategy and per draft position."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Final
 
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from ..runtime import Slots
+from ..runtime import RequestTimes, Slots, SlotStats
+
+# seconds: a request's wait, first token and whole time; a token's time after the first
+REQUEST_BUCKETS: Final = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+TOKEN_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 1.0)
 
 
 class SlotsCollector(Collector):
@@ -27,6 +34,12 @@ class SlotsCollector(Collector):
         yield GaugeMetricFamily(
             "llama_bindings_slots_busy", "slots generating", value=sum(s.busy for s in stats)
         )
+        cells = GaugeMetricFamily(
+            "llama_bindings_kv_cells_used", "KV cells a slot holds", labels=["slot"]
+        )
+        for slot, used in enumerate(self.slots.cells_in_use()):
+            cells.add_metric([str(slot)], used)
+        yield cells
         per_slot = {  # SlotStats' field: what it counts
             "requests": "requests ended",
             "prompt_tokens": "prompt tokens",
@@ -63,6 +76,37 @@ class SlotsCollector(Collector):
             accepted_family.add_metric([kind], accepted)
         yield drafted_family
         yield accepted_family
+        yield from _by_position(stats)
+
+
+def _by_position(stats: list[SlotStats]) -> Iterator[Metric]:
+    """Drafted and accepted tokens per draft position (1: a draft's first token), every slot's."""
+    drafted: list[int] = []
+    accepted: list[int] = []
+    for s in stats:
+        for total, counts in ((drafted, s.drafted_at), (accepted, s.accepted_at)):
+            total.extend([0] * (len(counts) - len(total)))
+            for position, count in enumerate(counts):
+                total[position] += count
+    drafted_family = CounterMetricFamily(
+        "llama_bindings_position_drafted_tokens", "drafts with a token at this position",
+        labels=["position"],
+    )  # fmt: skip
+    accepted_family = CounterMetricFamily(
+        "llama_bindings_position_accepted_tokens",
+        "drafts whose token at this position was accepted", labels=["position"],
+    )  # fmt: skip
+    rate = GaugeMetricFamily(
+        "llama_bindings_position_acceptance_rate", "accepted / drafted at this position",
+        labels=["position"],
+    )  # fmt: skip
+    for position, count in enumerate(drafted):
+        taken = accepted[position] if position < len(accepted) else 0
+        label = [str(position + 1)]
+        drafted_family.add_metric(label, count)
+        accepted_family.add_metric(label, taken)
+        rate.add_metric(label, taken / count if count else 0.0)
+    yield from (drafted_family, accepted_family, rate)
 
 
 class ServerMetrics:
@@ -75,3 +119,30 @@ class ServerMetrics:
             "llama_bindings_http_requests", "HTTP requests answered",
             ["endpoint", "status"], registry=self.registry,
         )  # fmt: skip
+        registry = self.registry
+        self.queued = Histogram(
+            "llama_bindings_request_queue_time_seconds", "time a request waited for a slot",
+            buckets=REQUEST_BUCKETS, registry=registry,
+        )  # fmt: skip
+        self.first_token = Histogram(
+            "llama_bindings_time_to_first_token_seconds", "time from a request's arrival in the "
+            "slots to its first generated token", buckets=REQUEST_BUCKETS, registry=registry,
+        )  # fmt: skip
+        self.per_output_token = Histogram(
+            "llama_bindings_time_per_output_token_seconds", "a request's time per generated "
+            "token after its first", buckets=TOKEN_BUCKETS, registry=registry,
+        )  # fmt: skip
+        self.total = Histogram(
+            "llama_bindings_e2e_request_latency_seconds", "time from a request's arrival in the "
+            "slots to its end", buckets=REQUEST_BUCKETS, registry=registry,
+        )  # fmt: skip
+        slots.on_request_end(self.observe)
+
+    def observe(self, times: RequestTimes) -> None:
+        """One ended request's times into the histograms."""
+        self.queued.observe(times.queued)
+        self.total.observe(times.total)
+        if times.first_token is not None:
+            self.first_token.observe(times.first_token)
+        if times.per_output_token is not None:
+            self.per_output_token.observe(times.per_output_token)

@@ -56,7 +56,8 @@ class ServedModel:
         context_options: dict[str, Any] = {
             "n_ctx": config.ctx_size * config.slots,
             "n_seq_max": config.slots,
-            "kv_unified": config.kv_unified,
+            "kv_unified": None if config.deterministic else config.kv_unified,
+            "deterministic": config.deterministic,
             "speculative": speculative_of(config, draft),
         }
         for setting, option in (
