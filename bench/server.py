@@ -8,7 +8,8 @@ Per repeat every server starts once per mode and serves 1, 4 and 16 concurrent c
 requests one after the other, greedy, a fixed ``max_tokens``); the servers run one after the
 other, their order alternated per repeat. Modes: plain decoding on Gemma 3 270M (all three),
 n-gram speculation (ngram-mod: ours and llama-server) and draft-mtp on the synthetic MTP test
-model (ours and llama-server, 1 and 16 clients, acceptance per slot).
+model (ours and llama-server, acceptance per slot), plain decoding on that model
+(plain-mtp-model, the baseline speculation must beat) and --deterministic on Gemma.
 """
 
 from __future__ import annotations
@@ -140,7 +141,9 @@ MODES = (
     Mode("ngram-mod", "gemma", "gemma", ("--speculative", "ngram-mod"),
          ("--spec-type", "ngram-mod"), False, (1, 4, 16)),
     Mode("draft-mtp", "mtp", "chatml", ("--speculative", "draft-mtp"),
-         ("--spec-type", "draft-mtp"), False, (1, 16)),
+         ("--spec-type", "draft-mtp"), False, (1, 4, 16)),
+    # plain decoding on the draft-mtp model: what speculation there must beat
+    Mode("plain-mtp-model", "mtp", "chatml", (), (), False, (1, 4, 16)),
     # each greedy reply as it is alone: one token per pass, a KV buffer per slot (both sides)
     Mode("deterministic", "gemma", "gemma", ("--deterministic",),
          ("--ubatch-size", "1", "--no-kv-unified"), False, (1, 4, 16)),
@@ -445,8 +448,8 @@ def method(setup: Setup, repeats: int) -> str:
         "the wall time from the first call to the last answer; latency p50 and p95 over the "
         "run's requests (linear between ranks). Every server starts once per repeat and mode "
         "(ready when `/v1/models` answers), answers one untimed warm-up request "
-        f"({WARMUP!r}, 4 tokens), then serves 1, 4 and 16 clients in that order (draft-mtp: 1 "
-        "and 16); the sides run one after the other, their order reversed every other repeat; "
+        f"({WARMUP!r}, 4 tokens), then serves 1, 4 and 16 clients in that order; the sides "
+        "run one after the other, their order reversed every other repeat; "
         "ratios per repeat. Same libllama and ggml (b11312) everywhere and "
         f"threads {setup.threads}: ours `python -m llama_bindings serve --slots {setup.slots} "
         f"--ctx-size {setup.ctx_size} --threads {setup.threads} --chat-template T` (its "

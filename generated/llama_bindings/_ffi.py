@@ -24,10 +24,10 @@ if TYPE_CHECKING:
     from typing import Any
 
 # sha256 of the declarations; a compiled API-mode module must have been built from the same.
-CDEF_IDENTITY = "76fecee32e742f5dcb4271b79651bc6087d9781378f5899da19372ca33d17365"
+CDEF_IDENTITY = "8ed2cae581498ad82ae1308da17883e49dc13b0108f0dfb70f5d600eb652273b"
 # sha256 of what the load-time guard compares (``_abi_expected.py``): a library set sealed as
 # matching these bindings (``verified_files``) is not compared again by the same bindings.
-GUARD_IDENTITY = "3ade0c8c9e3e73f8cc959df580b968a9b4f891bda28510093d4c6847e15196bc"
+GUARD_IDENTITY = "e03579017b47444c805b3d496ad45a82857c4932bbb528b01da0e42612fd3369"
 ABI_MODULE = f"{__package__}._ffi_abi"
 ABI_GUARD_CDEF = """\
 const char *llama_bindgen_abi_commit(void);

@@ -467,6 +467,28 @@ class llama_mtp_stats:
     n_steps: int
     n_backend_sampled: int
 
+class llama_mtp_step_item:
+    """C ``struct llama_mtp_step_item`` (llama_mtp.h).
+
+    One sequence's part of llama_mtp_step_many (added after the first release). The caller sets
+    struct_size (sizeof this struct in its header), seq_id, smpl, id_last, n_past, tokens and
+    capacity as llama_mtp_step takes them; the library writes the rest.
+    """
+
+    struct_size: int
+    seq_id: int
+    smpl: CData
+    id_last: int
+    n_past: int
+    tokens: CData
+    capacity: int
+    n_tokens: int
+    n_drafted: int
+    strategy: int
+    backend_sampled: int
+    first_row: int
+    status: int
+
 class llama_mtp_strategy:
     """C ``struct llama_mtp_strategy`` (llama_mtp.h).
 
@@ -5466,6 +5488,38 @@ class LlamaMtpLibrary:
         is decoded). A sampler that selects no token (an empty chain, say) on the first row fails with
         LLAMA_MTP_STATUS_INVALID_ARGUMENT and the step is undone; on a later row, the rows before it
         are returned. Stops after an end-of-generation token.
+        """
+
+    def llama_mtp_step_many(self, mtp: CData, items: CData, n_items: int, /) -> int:
+        """``enum llama_mtp_status llama_mtp_step_many(struct llama_mtp * mtp, struct llama_mtp_step_item * items, int32_t n_items)`` (llama_mtp.h)
+
+        llama_mtp_step for several sequences at once (added after the first release): each item's
+        sequence drafts as llama_mtp_step drafts, then ONE target decode verifies every sequence's
+        [id_last, draft...] rows, the batch is mirrored once, and each sequence samples with its own
+        sampler, accepts its agreeing prefix and rolls back its rejected tail, as llama_mtp_step does
+        alone. Each sequence's tokens are what llama_mtp_step gives it alone (with a batch-invariant
+        target: n_ubatch 1, or the same rows). items is an array of n_items structs, every one with the
+        same struct_size (the array's stride). Each item gets its own status: an item that is refused
+        (a NULL sampler or buffer, a seq_id out of range or given twice, a wrong n_past, a draft not
+        accepted, a sampler that selects no token) takes no part and leaves its sequence as it was,
+        while the others go on. All rows of one step must fit the target's batch and its output
+        limit (llama_n_batch; n_outputs_max where readable): each item's draft is capped at
+        limit / (items taking part) - 1 tokens. When the decode fails, every item taking part gets
+        LLAMA_MTP_STATUS_DECODE_FAILED and its step is undone. An item whose sampler selects no token on
+        its first row gets INVALID_ARGUMENT and nothing of its step stays in the target or the draft
+        context (its rows were shown to the strategies when other items' rows were mirrored with it).
+        Returns LLAMA_MTP_STATUS_OK when every item is OK, else the first failing item's status
+        (llama_mtp_last_error has its message); items that did not fail are complete either way.
+        """
+
+    def llama_mtp_step_many_together(self, mtp: CData, /) -> int:
+        """``int32_t llama_mtp_step_many_together(const struct llama_mtp * mtp)`` (llama_mtp.h)
+
+        1 when llama_mtp_step_many verifies all its items in one decode; 0 when it verifies each in a
+        decode of its own (a draft that reads the target's layers: EAGLE-3, DFlash, DSpark, whose rows
+        llama.cpp hands back ubatch by ubatch), so that only the last item's rows are left in the
+        target's outputs (the others' first_row is -1); -1 for a handle that is not live. Added after
+        the first release.
         """
 
     def llama_mtp_strategy_name(self, type: int, /) -> CData:

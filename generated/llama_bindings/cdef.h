@@ -55,6 +55,7 @@ struct llama_mtp_chat;
 struct llama_mtp_chat_templates;
 struct llama_mtp_params;
 struct llama_mtp_stats;
+struct llama_mtp_step_item;
 struct llama_mtp_strategy;
 struct llama_mtp_strategy_stats;
 struct llama_opt_params;
@@ -956,6 +957,21 @@ struct llama_mtp_stats {
     uint64_t n_accepted;
     uint64_t n_steps;
     uint64_t n_backend_sampled;
+};
+struct llama_mtp_step_item {
+    uint32_t struct_size;
+    llama_seq_id seq_id;
+    struct llama_sampler * smpl;
+    llama_token id_last;
+    llama_pos n_past;
+    llama_token * tokens;
+    int32_t capacity;
+    int32_t n_tokens;
+    int32_t n_drafted;
+    int32_t strategy;
+    int32_t backend_sampled;
+    int32_t first_row;
+    int32_t status;
 };
 struct llama_mtp_strategy {
     uint32_t struct_size;
@@ -1986,6 +2002,8 @@ enum llama_mtp_status llama_mtp_reset_stats(struct llama_mtp * mtp);
 enum llama_mtp_status llama_mtp_seq_rm(struct llama_mtp * mtp, llama_seq_id seq_id, llama_pos p0, llama_pos p1);
 const char * llama_mtp_status_name(int32_t status);
 enum llama_mtp_status llama_mtp_step(struct llama_mtp * mtp, llama_seq_id seq_id, struct llama_sampler * smpl, llama_token id_last, llama_pos n_past, llama_token * tokens, int32_t capacity, int32_t * n_tokens);
+enum llama_mtp_status llama_mtp_step_many(struct llama_mtp * mtp, struct llama_mtp_step_item * items, int32_t n_items);
+int32_t llama_mtp_step_many_together(const struct llama_mtp * mtp);
 const char * llama_mtp_strategy_name(int32_t type);
 enum llama_mtp_status llama_mtp_strategy_supported(int32_t type);
 void llama_mtp_string_free(char * text);

@@ -548,129 +548,70 @@ llama_mtp_status llama_mtp_step(llama_mtp * mtp, llama_seq_id seq_id, llama_samp
                         where + ": sampler, tokens and n_tokens must not be NULL");
         }
         *n_tokens = 0;
-        st = check_seq(mtp, seq_id);
-        if (st != LLAMA_MTP_STATUS_OK) {
-            return st;
-        }
-        if (capacity < 1) {
-            return fail(LLAMA_MTP_STATUS_BUFFER_TOO_SMALL, where + ": capacity must be >= 1");
-        }
-        if (n_past < 0) {
-            return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT, where + ": n_past must be >= 0");
-        }
-        st = check_token(mtp, id_last, where + ": id_last");
-        if (st != LLAMA_MTP_STATUS_OK) {
-            return st;
-        }
-        seq_state & ss = mtp->seqs[seq_id];
-        if (ss.pending > 0) {
-            return fail(LLAMA_MTP_STATUS_BAD_STATE,
-                        where + ": a draft of seq " + std::to_string(seq_id) +
-                            " from llama_mtp_draft was not accepted yet (call llama_mtp_accept)");
-        }
-        // Checked before anything is decoded: a wrong n_past must not reach the rollback below,
-        // which would remove cells the caller decoded.
-        st = check_next_pos(mtp, seq_id, n_past, where + ": n_past");
-        if (st != LLAMA_MTP_STATUS_OK) {
-            return st;
-        }
-        st = preflight_sampler(mtp, smpl);
-        if (st != LLAMA_MTP_STATUS_OK) {
-            return st;
-        }
-        const int64_t room = (int64_t) llama_n_ctx(mtp->ctx_tgt) - n_past - 1;
-        if (room < 0) {
-            return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT, where + ": the target context is full");
-        }
-        int64_t n_max = std::min<int64_t>({(int64_t) mtp->params.n_max, (int64_t) capacity - 1, room,
-                                           (int64_t) llama_n_batch(mtp->ctx_tgt) - 1});
-        ss.draft.clear();
-        if (n_max > 0) {
-            st = do_draft(mtp, seq_id, id_last, n_past, (int32_t) n_max);
-            if (st != LLAMA_MTP_STATUS_OK) {
-                return st;
-            }
-        } else {
-            ss.pending = 0;
-            ss.winner = -1;
-            ss.verified = false;
-        }
-        const up::token_list draft = ss.draft;
-        // Undo this step: the target and MTP cells from n_past on are the step's own.
-        // A recurrent target rolls back at most n_rs_seq tokens; say so when it cannot.
-        auto roll_back = [&]() {
-            const bool undone =
-                llama_memory_seq_rm(llama_get_memory(mtp->ctx_tgt), seq_id, n_past, -1);
-            if (mtp->ctx_dft != nullptr) {
-                llama_memory_seq_rm(llama_get_memory(mtp->ctx_dft), seq_id, n_past, -1);
-            }
-            ss.pending = -1;
-            ss.winner = -1;
-            ss.verified = false;
-            if (!undone) {
-                g_last_error += "; the target could not be rolled back (n_rs_seq < 1 + n_max): seq " +
-                                std::to_string(seq_id) + " keeps this step's tokens from position " +
-                                std::to_string(n_past) + ", clear it with llama_mtp_seq_rm";
-            }
-        };
-
-        if (!mtp->batch_tgt) {
-            mtp->batch_tgt = std::make_unique<up::batch>();
-        }
-        up::batch & b = *mtp->batch_tgt;
-        b.clear();
-        b.add(id_last, n_past, seq_id, true);
-        for (size_t i = 0; i < draft.size(); ++i) {
-            b.add(draft[i], n_past + 1 + (llama_pos) i, seq_id, true);
-        }
-        const int32_t rc = up::decode(mtp->ctx_tgt, b);
-        if (rc != 0) {
-            fail(LLAMA_MTP_STATUS_DECODE_FAILED,
-                 where + ": target decode failed with " + std::to_string(rc));
-            roll_back();
-            return LLAMA_MTP_STATUS_DECODE_FAILED;
-        }
-
-        // Sample before mirroring, so that a sampler failing on the first row leaves the MTP
-        // state as it was: the step is then undone as if it had not been called.
-        const llama_vocab * vocab = llama_model_get_vocab(llama_get_model(mtp->ctx_tgt));
-        std::vector<llama_token> out;
-        out.reserve(draft.size() + 1);
-        for (size_t i = 0; i <= draft.size(); ++i) {
-            llama_token id = LLAMA_TOKEN_NULL;
-            st = sample_row(mtp, smpl, (int32_t) i, id);
-            if (st != LLAMA_MTP_STATUS_OK) {
-                if (out.empty()) {
-                    roll_back();
-                    return st;
-                }
-                // Rows before this one matched the draft and were accepted by the sampler: keep
-                // them, the last as the target's next token.
-                break;
-            }
-            out.push_back(id);
-            if (i == draft.size() || id != draft[i] || llama_vocab_is_eog(vocab, id)) {
-                break;
-            }
-        }
-        st = mirror(mtp, b);
-        if (st != LLAMA_MTP_STATUS_OK) {
-            roll_back();
-            return st;
-        }
-        const int32_t n_accepted = (int32_t) out.size() - 1;
-        st = do_accept(mtp, seq_id, n_accepted, where.c_str());
-        if (st != LLAMA_MTP_STATUS_OK) {
-            return st;
-        }
-        remove_range(mtp, seq_id, n_past + 1 + n_accepted, -1);
-
-        ss.prompt.push_back(id_last);
-        ss.prompt.insert(ss.prompt.end(), out.begin(), out.end() - 1);
-        std::copy(out.begin(), out.end(), tokens);
-        *n_tokens = (int32_t) out.size();
-        return ok();
+        llama_mtp_step_item item{};
+        item.struct_size = sizeof(item);
+        item.seq_id = seq_id;
+        item.smpl = smpl;
+        item.id_last = id_last;
+        item.n_past = n_past;
+        item.tokens = tokens;
+        item.capacity = capacity;
+        item.strategy = -1;
+        item.first_row = -1;
+        st = run_steps(mtp, {&item}, where);
+        *n_tokens = item.n_tokens;
+        return st;
     });
+}
+
+llama_mtp_status llama_mtp_step_many(llama_mtp * mtp, llama_mtp_step_item * items, int32_t n_items) {
+    return guarded("llama_mtp_step_many", [&]() {
+        const std::string where = "llama_mtp_step_many";
+        const llama_mtp_status st = check_handle(mtp, "llama_mtp_step_many");
+        if (st != LLAMA_MTP_STATUS_OK) {
+            return st;
+        }
+        if (n_items < 0 || (n_items > 0 && items == nullptr)) {
+            return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT,
+                        where + ": items is NULL or n_items < 0");
+        }
+        if (n_items == 0) {
+            return ok();
+        }
+        // the caller's struct_size is the array's stride (a newer header's items are larger)
+        const uint32_t stride = items[0].struct_size;
+        if (stride < sizeof(llama_mtp_step_item)) {
+            return fail(LLAMA_MTP_STATUS_UNSUPPORTED_VERSION,
+                        where + ": struct_size " + std::to_string(stride) + " is smaller than " +
+                            std::to_string(sizeof(llama_mtp_step_item)));
+        }
+        std::vector<llama_mtp_step_item *> list;
+        auto * bytes = reinterpret_cast<unsigned char *>(items);
+        for (int32_t i = 0; i < n_items; ++i) {
+            auto * item = reinterpret_cast<llama_mtp_step_item *>(bytes + (size_t) i * stride);
+            if (item->struct_size != stride) {
+                return fail(LLAMA_MTP_STATUS_INVALID_ARGUMENT,
+                            where + ": item " + std::to_string(i) + " has struct_size " +
+                                std::to_string(item->struct_size) + ", item 0 " +
+                                std::to_string(stride) + " (all must be the same)");
+            }
+            item->n_tokens = 0;
+            item->n_drafted = 0;
+            item->strategy = -1;
+            item->backend_sampled = 0;
+            item->first_row = -1;
+            item->status = LLAMA_MTP_STATUS_OK;
+            list.push_back(item);
+        }
+        return run_steps(mtp, list, where);
+    });
+}
+
+int32_t llama_mtp_step_many_together(const llama_mtp * mtp) {
+    if (mtp == nullptr || !is_live(mtp)) {
+        return -1;
+    }
+    return verifies_together(mtp) ? 1 : 0;
 }
 
 llama_mtp_status llama_mtp_get_stats(const llama_mtp * mtp, llama_mtp_stats * stats) {

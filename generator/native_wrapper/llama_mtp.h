@@ -339,6 +339,59 @@ LLAMA_MTP_API enum llama_mtp_status llama_mtp_step(
         int32_t      capacity,
         int32_t    * n_tokens);
 
+/*
+ * One sequence's part of llama_mtp_step_many (added after the first release). The caller sets
+ * struct_size (sizeof this struct in its header), seq_id, smpl, id_last, n_past, tokens and
+ * capacity as llama_mtp_step takes them; the library writes the rest.
+ */
+struct llama_mtp_step_item {
+    uint32_t             struct_size;
+    llama_seq_id         seq_id;
+    struct llama_sampler * smpl;
+    llama_token          id_last;
+    llama_pos            n_past;
+    llama_token        * tokens;       /* out: accepted draft tokens, then the target's own */
+    int32_t              capacity;     /* >= 1; the draft is capped at capacity - 1 tokens */
+    int32_t              n_tokens;     /* out: tokens written (0 when status is not OK) */
+    int32_t              n_drafted;    /* out: the draft's size (0: none this step) */
+    int32_t              strategy;     /* out: index of the strategy that drafted (-1: none) */
+    int32_t              backend_sampled; /* out: 1 when the draft was sampled on the backend */
+    int32_t              first_row;    /* out: its first row among the decode's outputs (the
+                                        * logits of token i of tokens are row first_row + i); -1
+                                        * when it failed or its rows are gone (see
+                                        * llama_mtp_step_many_together) */
+    int32_t              status;       /* out: this item's enum llama_mtp_status */
+};
+
+/*
+ * llama_mtp_step for several sequences at once (added after the first release): each item's
+ * sequence drafts as llama_mtp_step drafts, then ONE target decode verifies every sequence's
+ * [id_last, draft...] rows, the batch is mirrored once, and each sequence samples with its own
+ * sampler, accepts its agreeing prefix and rolls back its rejected tail, as llama_mtp_step does
+ * alone. Each sequence's tokens are what llama_mtp_step gives it alone (with a batch-invariant
+ * target: n_ubatch 1, or the same rows). items is an array of n_items structs, every one with the
+ * same struct_size (the array's stride). Each item gets its own status: an item that is refused
+ * (a NULL sampler or buffer, a seq_id out of range or given twice, a wrong n_past, a draft not
+ * accepted, a sampler that selects no token) takes no part and leaves its sequence as it was,
+ * while the others go on. All rows of one step must fit the target's batch and its output
+ * limit (llama_n_batch; n_outputs_max where readable): each item's draft is capped at
+ * limit / (items taking part) - 1 tokens. When the decode fails, every item taking part gets
+ * LLAMA_MTP_STATUS_DECODE_FAILED and its step is undone. An item whose sampler selects no token on
+ * its first row gets INVALID_ARGUMENT and nothing of its step stays in the target or the draft
+ * context (its rows were shown to the strategies when other items' rows were mirrored with it).
+ * Returns LLAMA_MTP_STATUS_OK when every item is OK, else the first failing item's status
+ * (llama_mtp_last_error has its message); items that did not fail are complete either way.
+ */
+LLAMA_MTP_API enum llama_mtp_status llama_mtp_step_many(
+        struct llama_mtp * mtp, struct llama_mtp_step_item * items, int32_t n_items);
+
+/* 1 when llama_mtp_step_many verifies all its items in one decode; 0 when it verifies each in a
+ * decode of its own (a draft that reads the target's layers: EAGLE-3, DFlash, DSpark, whose rows
+ * llama.cpp hands back ubatch by ubatch), so that only the last item's rows are left in the
+ * target's outputs (the others' first_row is -1); -1 for a handle that is not live. Added after
+ * the first release. */
+LLAMA_MTP_API int32_t llama_mtp_step_many_together(const struct llama_mtp * mtp);
+
 /* Copy the counters into *stats; stats->struct_size must be set by the caller (at least up to
  * n_steps; fields past the caller's struct_size are not written). */
 LLAMA_MTP_API enum llama_mtp_status llama_mtp_get_stats(

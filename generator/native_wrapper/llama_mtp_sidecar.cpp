@@ -185,8 +185,9 @@ llama_mtp_status sample_row(llama_mtp * mtp, llama_sampler * smpl, int32_t idx, 
 // to the target's last logits (or flat ones), so that a chain without a selecting sampler fails
 // while the step can still be refused whole (a recurrent target cannot roll back 1 + n_max
 // tokens). Checked once per sampler; a sampler without clone support is not checked here.
-llama_mtp_status preflight_sampler(llama_mtp * mtp, llama_sampler * smpl) {
-    if (mtp->checked_sampler == smpl) {
+llama_mtp_status preflight_sampler(llama_mtp * mtp, llama_seq_id seq_id, llama_sampler * smpl) {
+    const llama_sampler *& checked = mtp->seqs[(size_t) seq_id].checked_sampler;
+    if (checked == smpl) {
         return LLAMA_MTP_STATUS_OK;
     }
     llama_sampler * probe = llama_sampler_clone(smpl);
@@ -206,7 +207,7 @@ llama_mtp_status preflight_sampler(llama_mtp * mtp, llama_sampler * smpl) {
                     "llama_mtp_step: the sampler selects no token (an empty chain, or one without a "
                     "selecting sampler such as greedy or dist at its end); nothing was decoded");
     }
-    mtp->checked_sampler = smpl;
+    checked = smpl;
     return LLAMA_MTP_STATUS_OK;
 }
 
@@ -286,7 +287,7 @@ llama_mtp_status do_draft(llama_mtp * mtp, llama_seq_id seq_id, llama_token id_l
 }
 
 llama_mtp_status do_accept(llama_mtp * mtp, llama_seq_id seq_id, int32_t n_accepted,
-                           const char * where) {
+                           const char * where, bool count_step) {
     seq_state & st = mtp->seqs[seq_id];
     if (st.pending < 0) {
         return fail(LLAMA_MTP_STATUS_BAD_STATE,
@@ -328,7 +329,7 @@ llama_mtp_status do_accept(llama_mtp * mtp, llama_seq_id seq_id, int32_t n_accep
     st.winner = -1;
     st.verified = false;
     mtp->stats.n_accepted += (uint64_t) n_accepted;
-    mtp->stats.n_steps += 1;
+    mtp->stats.n_steps += count_step ? 1 : 0;
     return LLAMA_MTP_STATUS_OK;
 }
 

@@ -38,6 +38,7 @@ struct seq_state {
     llama_pos mirrored_first = -1;
     int32_t mirrored_rows = 0;
     llama_pos deferred = -1;
+    const llama_sampler * checked_sampler = nullptr;  // last sampler seen to select a token
 };
 
 // One configured strategy: its own upstream speculative state (one implementation) and counters.
@@ -67,7 +68,6 @@ struct llama_mtp {
     std::vector<llama_mtp_impl::seq_state> seqs;
     std::unique_ptr<llama_mtp_upstream::batch> batch_tgt;  // used by llama_mtp_step
     std::vector<llama_token_data> candidates;  // llama_mtp_step's sampling buffer
-    const llama_sampler * checked_sampler = nullptr;  // last sampler seen to select a token
     int32_t n_vocab = 0;
     llama_mtp_stats stats{};
     std::vector<int32_t> captured_layers;  // target layers whose inputs the draft reads
@@ -87,12 +87,20 @@ llama_mtp_status check_next_pos(const llama_mtp * mtp, llama_seq_id seq_id, llam
                                 const std::string & what);
 void remove_range(llama_mtp * mtp, llama_seq_id seq_id, llama_pos p0, llama_pos p1);
 llama_mtp_status sample_row(llama_mtp * mtp, llama_sampler * smpl, int32_t idx, llama_token & out);
-llama_mtp_status preflight_sampler(llama_mtp * mtp, llama_sampler * smpl);
+llama_mtp_status preflight_sampler(llama_mtp * mtp, llama_seq_id seq_id, llama_sampler * smpl);
 llama_mtp_status do_draft(llama_mtp * mtp, llama_seq_id seq_id, llama_token id_last,
                           llama_pos pos0, int32_t n_max);
 llama_mtp_status do_accept(llama_mtp * mtp, llama_seq_id seq_id, int32_t n_accepted,
-                           const char * where);
+                           const char * where, bool count_step = true);
 // Feed a batch just decoded on the target to every strategy; marks drafted sequences verified.
 llama_mtp_status mirror(llama_mtp * mtp, const llama_mtp_upstream::batch & batch);
+// llama_mtp_step (one item, `where` its name) and llama_mtp_step_many: every item's draft, one
+// target decode of all their rows, one mirror, then each item's sampling, accept and rollback.
+// Items arrive with struct_size checked and outputs zeroed; returns OK or the first failure's.
+llama_mtp_status run_steps(llama_mtp * mtp, const std::vector<llama_mtp_step_item *> & items,
+                           const std::string & where);
+// Whether run_steps verifies all its items in one decode (else one decode each: a draft that
+// reads the target's layers).
+bool verifies_together(const llama_mtp * mtp);
 
 }  // namespace llama_mtp_impl

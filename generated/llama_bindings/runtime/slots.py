@@ -7,8 +7,8 @@ in a bounded queue until a slot is free, joins at the next step (continuous batc
 do not wait for it to finish, nor it for them), and leaves when it ends, freeing its slot. A
 request goes to the free slot whose held tokens share the longest prefix with its prompt (ties:
 the slot used longest ago), and that prefix is kept (each slot keeps what its last request left).
-With speculative decoding each slot drafts and verifies on its own, in turn, so its acceptance is
-what it would be alone.
+With speculative decoding each slot drafts on its own and one decode verifies every slot's draft,
+so a slot's acceptance is what it would be alone.
 
 Requests are checked (and chats rendered) in the calling thread, so a bad request raises there;
 the calling threads read their replies as :class:`Stream` s or :class:`ChatStream` s, and closing

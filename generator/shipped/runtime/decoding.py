@@ -1,5 +1,6 @@
 """The decode loops of a context: plain (one token per ``llama_decode``), speculative
-(one ``llama_mtp_step`` per verified step) and several sequences in one batch
+(one ``llama_mtp_step`` per verified step; several sequences' steps verified in one decode by
+``llama_mtp_step_many``) and several sequences in one batch
 (:meth:`Context.generate_batch`). Each runs a checked :class:`Plan`'s tokens through the
 context's :class:`NativeSession` (which keeps the common prefix of the last prompt) and records
 what it accepts in a :class:`Run`; :func:`running` is what every generation runs inside
@@ -22,6 +23,7 @@ from .media import media_start
 from .results import LOGGER, Cancellation, FinishReason, GenerationResult
 from .sampling import Sampling, build_sampler
 from .session import NativeSession
+from .speculative import ManyStep
 
 if TYPE_CHECKING:
     from .model import Model
@@ -256,6 +258,17 @@ class _Stepper:
     def __call__(self, id_last: int, n_past: int, room: int) -> list[int] | None:
         """The step's tokens (accepted drafts, then the target's own); None when the run ends
         first (cancelled, or no cell left in ``room``)."""
+        step = self.prepare(id_last, n_past, room)
+        if step is None:
+            return None
+        status = self.sidecar.step(
+            self.seq, self.sampler, id_last, n_past, self.out, step.cap, self.n_out
+        )
+        return self.tokens(status, [int(self.out[i]) for i in range(int(self.n_out[0]))])
+
+    def prepare(self, id_last: int, n_past: int, room: int) -> ManyStep | None:
+        """The next step's part (its cap: what the run and ``room`` leave); None when the run
+        ends first (cancelled, or no cell left)."""
         run = self.run
         if run.cancelled():
             return None
@@ -263,14 +276,15 @@ class _Stepper:
             run.finish(FinishReason.CONTEXT_FULL)
             return None
         cap = min(self.capacity, max(1, run.remaining()), room - n_past)
-        status = self.sidecar.step(
-            self.seq, self.sampler, id_last, n_past, self.out, cap, self.n_out
-        )
+        return ManyStep(self.seq, self.sampler, id_last, n_past, self.out, cap)
+
+    def tokens(self, status: int, got: list[int]) -> list[int] | None:
+        """A step's tokens after its status (None: cancelled meanwhile; an error raises)."""
         if status != constants.LLAMA_MTP_STATUS_OK:
-            if run.cancelled():
+            if self.run.cancelled():
                 return None
             self.sidecar.check(status, "step")
-        return [int(self.out[i]) for i in range(int(self.n_out[0]))]
+        return got
 
 
 def _held(session: NativeSession, seq: int, id_last: int, got: list[int]) -> None:
@@ -288,9 +302,12 @@ def _record(run: Run, counts: SidecarCounts) -> None:
     )  # fmt: skip
 
 
-def _emit_all(run: Run, session: NativeSession, got: list[int]) -> bool:
-    """Record a step's tokens (with their rows' log-probabilities); False when the run ends."""
-    return all(run.emit(t, session.logprob(run.top_logprobs, t, i)) for i, t in enumerate(got))
+def _emit_all(run: Run, session: NativeSession, got: list[int], first_row: int = 0) -> bool:
+    """Record a step's tokens (with their rows' log-probabilities, from ``first_row`` on); False
+    when the run ends."""
+    return all(
+        run.emit(t, session.logprob(run.top_logprobs, t, first_row + i)) for i, t in enumerate(got)
+    )
 
 
 def _sampler(model: Model, n_ctx: int, plan: Plan) -> Any:
@@ -358,8 +375,9 @@ class SequenceScheduler:
     batching): :meth:`admit` decodes a prompt into a free sequence (its common prefix with what
     the sequence holds kept when its plan reuses prefixes); :meth:`step` advances every
     generation going by one step: plain, one batch with the next token of each; speculative,
-    one ``llama_mtp_step`` per sequence in turn, each counting its own drafts. A generation that
-    ends keeps what its sequence holds, with a checkpoint where it ends."""
+    every sequence's draft, then one decode verifying them all (``llama_mtp_step_many``), each
+    sampling, accepting and counting its own. A generation that ends keeps what its sequence
+    holds, with a checkpoint where it ends."""
 
     def __init__(
         self,
@@ -473,20 +491,44 @@ class SequenceScheduler:
                 job.going = None
 
     def _step_speculative(self, jobs: list[Job], sidecar: Sidecar) -> None:
-        session = self.session
+        """Every sequence's step: with one verification decode for all (``step_many``), or one
+        ``llama_mtp_step`` each with a wrapper from before it."""
+        if not sidecar.steps_many:
+            for job in jobs:
+                before = sidecar.counts()
+                id_last, n_past = cast(tuple[int, int], job.going)
+                got = cast(_Stepper, job.stepper)(id_last, n_past, self._room(job.seq))
+                self._stepped(job, got, sidecar.counts().since(before), 0)
+            return
+        parts: list[tuple[Job, ManyStep]] = []
         for job in jobs:
             id_last, n_past = cast(tuple[int, int], job.going)
-            before = sidecar.counts()
-            got = cast(_Stepper, job.stepper)(id_last, n_past, self._room(job.seq))
-            counted = sidecar.counts().since(before)
-            job.totals = counted if job.totals is None else job.totals.plus(counted)
-            job.count_positions(counted.drafted, counted.accepted)
-            if got is not None:
-                _held(session, job.seq, id_last, got)
-            if got is None or not _emit_all(job.run, session, got):
-                job.going = None
+            step = cast(_Stepper, job.stepper).prepare(id_last, n_past, self._room(job.seq))
+            if step is None:
+                self._stepped(job, None, sidecar.nothing_counted, 0)
             else:
-                job.going = (got[-1], n_past + len(got))
+                parts.append((job, step))
+        if not parts:
+            return
+        outcomes = sidecar.step_many([step for _, step in parts])
+        for (job, _), outcome in zip(parts, outcomes, strict=True):
+            got = cast(_Stepper, job.stepper).tokens(outcome.status, outcome.tokens)
+            self._stepped(job, got, outcome.counts, outcome.first_row)
+
+    def _stepped(
+        self, job: Job, got: list[int] | None, counted: SidecarCounts, first_row: int
+    ) -> None:
+        """A sequence's step done: its counts, the tokens it holds (their logits from row
+        ``first_row`` of the step's decode), and whether it goes on."""
+        job.totals = counted if job.totals is None else job.totals.plus(counted)
+        job.count_positions(counted.drafted, counted.accepted)
+        id_last, n_past = cast(tuple[int, int], job.going)
+        if got is not None:
+            _held(self.session, job.seq, id_last, got)
+        if got is None or not _emit_all(job.run, self.session, got, first_row):
+            job.going = None
+        else:
+            job.going = (got[-1], n_past + len(got))
 
     def _finish(self, job: Job) -> None:
         """An ended generation's result; its sequence keeps what it holds."""

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Final, cast
 
 from .. import constants
@@ -331,6 +333,30 @@ class SidecarCounts:
         )
 
 
+@dataclass(frozen=True)
+class ManyStep:
+    """One sequence's part of :meth:`Sidecar.step_many`: as :meth:`Sidecar.step` takes it
+    (``out``: its token buffer of ``cap`` tokens)."""
+
+    seq: int
+    sampler: Any
+    id_last: int
+    n_past: int
+    out: Any
+    cap: int
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """What :meth:`Sidecar.step_many` gives one sequence: its status, its tokens (accepted
+    drafts, then the target's own) and what it drafted and accepted."""
+
+    status: int
+    tokens: list[int]
+    counts: SidecarCounts
+    first_row: int  # the row of its first token among the decode's outputs
+
+
 class Sidecar:
     """The ``llama_mtp`` sidecar of one context: created against the context's handle with the
     options' strategies, freed before it (:class:`NativeObject`); every wrapper call the decode
@@ -466,6 +492,54 @@ class Sidecar:
         return int(
             wrapper.llama_mtp_step(self.handle, seq, sampler, id_last, n_past, out, cap, n_out)
         )
+
+    @cached_property
+    def steps_many(self) -> bool:
+        """Whether the wrapper verifies many sequences' drafts in one decode
+        (``llama_mtp_step_many``). Not with a draft that reads the target's layers (the wrapper
+        verifies each sequence alone then), nor with a wrapper from before it."""
+        try:
+            together = self.wrapper.llama_mtp_step_many_together
+        except SYMBOL_ERRORS:
+            return False
+        return int(together(self.handle)) == 1
+
+    def step_many(self, steps: Sequence[ManyStep]) -> list[StepOutcome]:
+        """One step of every sequence of ``steps`` with one verification decode: each one's
+        status, tokens and counts (a failed one: its status, nothing else)."""
+        ffi = self.ffi
+        items = ffi.new("struct llama_mtp_step_item[]", len(steps))
+        size = ffi.sizeof("struct llama_mtp_step_item")
+        for item, step in zip(items, steps, strict=True):
+            item.struct_size, item.seq_id, item.smpl = size, step.seq, step.sampler
+            item.id_last, item.n_past = step.id_last, step.n_past
+            item.tokens, item.capacity = step.out, step.cap
+        self.wrapper.llama_mtp_step_many(self.handle, items, len(steps))
+        zero = self._zero_strategies
+        outcomes = []
+        for item, step in zip(items, steps, strict=True):
+            n, drafted = int(item.n_tokens), int(item.n_drafted)
+            accepted = n - 1 if drafted and n else 0
+            strategies = tuple(
+                StrategyMetrics(z.kind, 1, drafted, accepted) if i == int(item.strategy) else z
+                for i, z in enumerate(zero)
+            )
+            counts = SidecarCounts(
+                int(drafted > 0), drafted, accepted, int(n > 0), int(item.backend_sampled),
+                strategies,
+            )  # fmt: skip
+            tokens = [int(step.out[i]) for i in range(n)]
+            outcomes.append(StepOutcome(int(item.status), tokens, counts, int(item.first_row)))
+        return outcomes
+
+    @cached_property
+    def _zero_strategies(self) -> tuple[StrategyMetrics, ...]:
+        return tuple(StrategyMetrics(m.kind, 0, 0, 0) for m in self.strategy_metrics())
+
+    @property
+    def nothing_counted(self) -> SidecarCounts:
+        """The counts of a step that did not run."""
+        return SidecarCounts(0, 0, 0, 0, 0, self._zero_strategies)
 
     def counts(self) -> SidecarCounts:
         """The sidecar's counters now (since its creation): the difference of two readings is
