@@ -10,6 +10,7 @@ a value refuses it with :class:`~llama_bindings.errors.LlamaUnsupportedError`, n
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
@@ -122,6 +123,12 @@ def check_count(value: int | None, argument: str, minimum: int) -> None:
 def check_flag(value: bool | None, argument: str) -> None:
     if value is not None and not isinstance(value, bool):
         raise TypeError(f"{argument} must be True, False or None, not {value!r}")
+
+
+def default_threads() -> int:
+    """A context's threads when none are given: the CPU count, at most 4 (llama.cpp's own
+    default is 4, more threads than cores on a smaller machine)."""
+    return max(1, min(4, os.cpu_count() or 1))
 
 
 def deterministic_layout(

@@ -13,6 +13,7 @@ import http.client
 import io
 import json
 import math
+import os
 import re
 import signal
 import struct
@@ -220,6 +221,10 @@ def test_sixteen_concurrent_clients_get_what_each_gets_alone(
     used = re.findall(r'llama_bindings_kv_cells_used\{slot="(\d)"\} (\S+)', metrics)
     assert sorted(int(slot) for slot, _ in used) == [0, 1, 2, 3]
     assert all(float(cells) > 0 for _, cells in used)  # each slot keeps its last request
+    # ggml's threads (the default: min(4, CPUs)) sleep while waiting when they take every CPU
+    every_cpu = min(4, os.cpu_count() or 1) >= len(os.sched_getaffinity(0))
+    expected = every_cpu and "OMP_WAIT_POLICY" not in os.environ
+    assert ("OMP_WAIT_POLICY=PASSIVE" in server.output()) == expected
 
 
 @pytest.mark.parametrize("stream", [True, False], ids=["streaming", "waiting"])

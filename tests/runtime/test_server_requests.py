@@ -134,3 +134,19 @@ def test_a_non_loopback_bind_without_a_key_warns(
     assert ("WARNING: serving on 0.0.0.0" in err) is warned
     assert err.splitlines()[-1].startswith("llama-bindings serve: ")  # the reason
     assert "serving 'none'" not in err  # nothing was served
+
+
+def test_ggml_threads_sleep_while_waiting_when_they_take_every_cpu(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    committed_runtime()
+    cli = importlib.import_module("llama_bindings.server.cli")
+    monkeypatch.setattr(cli.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(cli.os, "cpu_count", lambda: 2)
+    assert cli.yielding_threads(None, {})  # the default: min(4, CPUs) = 2, every CPU
+    assert cli.yielding_threads(2, {}) and cli.yielding_threads(3, {})
+    assert not cli.yielding_threads(1, {})  # a core left over
+    assert not cli.yielding_threads(2, {"OMP_WAIT_POLICY": "ACTIVE"})  # the user's choice
+    monkeypatch.setattr(cli.os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
+    monkeypatch.setattr(cli.os, "cpu_count", lambda: 16)
+    assert not cli.yielding_threads(None, {})  # 4 threads of 16 CPUs

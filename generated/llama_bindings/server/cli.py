@@ -6,11 +6,13 @@ with uvicorn until SIGTERM or Ctrl-C. On SIGTERM new requests get 503 and runnin
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Sequence
 from typing import Any, Final
 
+from ..params import default_threads
 from ..rpc_worker import is_loopback
 
 WARNING: Final = (
@@ -26,6 +28,19 @@ MISSING: Final = (
     "the server needs its extra: pip install 'llama-bindings[server]' "
     "(starlette, uvicorn, sse-starlette, prometheus-client); missing: {name}"
 )
+
+
+def yielding_threads(threads: int | None, environ: dict[str, str]) -> bool:
+    """Whether ggml's OpenMP threads should sleep instead of spin while they wait
+    (``OMP_WAIT_POLICY=PASSIVE``): when they take every CPU this process may run on, the
+    server's own threads (HTTP, the slots) and any other process would otherwise lose their
+    cores to spinning. Set only when the environment does not set it. Measured on 2 cores,
+    Gemma 3 270M, 4 clients: beside one busy process 32.6 generated tokens/s passive against
+    21.6 spinning; on an idle machine 49.9 against 59.0 (medians of 3, 2026-12-07)."""
+    if "OMP_WAIT_POLICY" in environ:
+        return False
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return (threads if threads is not None else default_threads()) >= (cpus or 1)
 
 
 def main(argv: Sequence[str]) -> int:
@@ -44,6 +59,10 @@ def main(argv: Sequence[str]) -> int:
     except ImportError as exc:
         print(MISSING.format(name=exc.name), file=sys.stderr)
         return 2
+    if yielding_threads(config.threads, dict(os.environ)):
+        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"  # read by libgomp when ggml loads, below
+        print("ggml's threads take every CPU: they sleep while waiting (OMP_WAIT_POLICY=PASSIVE; "
+              "set it to ACTIVE to spin)", file=sys.stderr)  # fmt: skip
     if not is_loopback(config.host) and not config.api_key:
         print(WARNING.format(host=config.host, variable=API_KEY_VARIABLE), file=sys.stderr)
     print(f"loading {config.model} ({config.slots} slots of {config.ctx_size} cells, "

@@ -22,6 +22,7 @@ from ..params import (
     check_count,
     check_flag,
     choose,
+    default_threads,
     deterministic_layout,
     ggml_type,
     requested_settings,
@@ -135,7 +136,7 @@ class Context:
         params = self.llama.llama_context_default_params()
         params.n_ctx, params.n_batch, params.n_seq_max = n_ctx, n_batch, n_seq_max
         params.n_ubatch = n_ubatch if n_ubatch is not None else n_batch
-        threads = n_threads if n_threads is not None else max(1, min(4, os.cpu_count() or 1))
+        threads = n_threads if n_threads is not None else default_threads()
         params.n_threads = threads
         params.n_threads_batch = n_threads_batch if n_threads_batch is not None else threads
         self._set_options(params, flash_attn, {"type_k": type_k, "type_v": type_v}, flags)
