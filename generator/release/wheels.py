@@ -77,6 +77,7 @@ SERVER_DEPENDENCIES = (
     "uvicorn>=0.30",
     "sse-starlette>=2.1",
     "prometheus-client>=0.20",
+    "anyio>=4.1",  # to_thread.run_sync(abandon_on_cancel=): a stream's reader leaves at once
 )
 # The compiled API-mode module is a stable-ABI extension: CPython PYTHON_FLOOR and on.
 API_PYTHON_TAG = "cp{}{}-abi3".format(*PYTHON_FLOOR)

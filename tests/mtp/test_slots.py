@@ -114,12 +114,13 @@ def test_a_request_joins_while_another_runs(
 def test_a_waiting_request_that_is_cancelled_leaves_the_queue_at_once(
     runtime: Any, libs: Any, models: dict[str, Path]
 ) -> None:
-    """One slot busy with a long stream, a second request waits behind it; cancelling the
-    waiting one ends it now (cancelled, no token) and frees its place in the queue while the
-    long one still runs: with max_waiting=1 a third request is then taken."""
-    with context_factory(runtime, libs, models, "none", n_seq=1) as make:
+    """One slot busy with a long stream (thousands of tokens: a second or more here), a second
+    request waits behind it; cancelling the waiting one ends it now (cancelled, no token) and
+    frees its place in the queue while the long one still runs: with max_waiting=1 a third
+    request is then taken."""
+    with context_factory(runtime, libs, models, "none", n_seq=1, n_ctx=4096) as make:
         with make().slots(max_waiting=1) as slots:
-            long_stream = slots.stream(PROMPTS[0], max_tokens=200)
+            long_stream = slots.stream(PROMPTS[0], max_tokens=4000)
             next(long_stream)
             cancel = runtime.Cancellation()
             waiting = slots.stream(PROMPTS[1], max_tokens=3, cancel=cancel)

@@ -16,6 +16,7 @@ import hmac
 import json
 import re
 import struct
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -177,12 +178,25 @@ async def _until_done(request: Request, call: Callable[[], T], cancel: Cancellat
 async def _events(chunks: Any, cancel: Cancellation) -> AsyncIterator[str]:
     """A stream's chunks as server-sent events' data, then ``[DONE]``; an error after the first
     event (the chat layer refusing the finished reply, say) is one last event with OpenAI's error
-    body, as llama.cpp's server sends it. When the client leaves, the request is cancelled (its
-    slot ends it at the next step) and the stream closed."""
+    body, as llama.cpp's server sends it. When the client leaves, the request is cancelled at
+    once, even while it waits for a slot (it leaves the queue; in a slot it ends at the next
+    step), and the stream is closed once its reader thread is back."""
+    idle = threading.Event()  # no reader thread is inside the stream
+    idle.set()
+
+    def read() -> Any:
+        try:
+            return next(chunks, _END)
+        finally:
+            idle.set()
+
     try:
         while True:
+            idle.clear()
             try:
-                chunk = await anyio.to_thread.run_sync(next, chunks, _END)
+                # abandoned on cancel (the client left): the finally below cancels the request,
+                # which ends the wait of the thread that reads it
+                chunk = await anyio.to_thread.run_sync(read, abandon_on_cancel=True)
             except Exception as exc:  # after the headers: an error event
                 yield bytes(_response_of(exc).body).decode("utf-8")
                 return
@@ -193,6 +207,7 @@ async def _events(chunks: Any, cancel: Cancellation) -> AsyncIterator[str]:
     finally:
         cancel.cancel()
         with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(idle.wait)
             await anyio.to_thread.run_sync(chunks.close)
 
 
