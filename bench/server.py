@@ -43,10 +43,10 @@ PEER_SERVER_REQUIREMENTS = (
 
 
 def llama_server_bin(cache: Path, tree: Path) -> Path:
-    """llama.cpp's ``llama-server``, built out of tree from ``tree`` into the cache (cached; with
-    ccache where installed). The web UI is left out: its assets are not in the fetched trees and
-    the prebuilt ones would be downloaded."""
-    build = cache / "bench-llama-server"
+    """llama.cpp's ``llama-server``, built out of tree from ``tree`` into the cache (cached per
+    tree; with ccache where installed). The web UI is left out: its assets are not in the
+    fetched trees and the prebuilt ones would be downloaded."""
+    build = cache / "bench-llama-server" / tree.name  # one build per tree (tag and digest)
     exe = build / "bin" / "llama-server"
     if exe.is_file():
         return exe.parent
