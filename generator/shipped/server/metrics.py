@@ -81,13 +81,10 @@ class SlotsCollector(Collector):
 
 def _by_position(stats: list[SlotStats]) -> Iterator[Metric]:
     """Drafted and accepted tokens per draft position (1: a draft's first token), every slot's."""
-    drafted: list[int] = []
-    accepted: list[int] = []
+    every = SlotStats(slot=-1)  # every slot's counts added up
     for s in stats:
-        for total, counts in ((drafted, s.drafted_at), (accepted, s.accepted_at)):
-            total.extend([0] * (len(counts) - len(total)))
-            for position, count in enumerate(counts):
-                total[position] += count
+        every.add_positions(s.drafted_at, s.accepted_at)
+    drafted, accepted = every.drafted_at, every.accepted_at
     drafted_family = CounterMetricFamily(
         "llama_bindings_position_drafted_tokens", "drafts with a token at this position",
         labels=["position"],
